@@ -1,0 +1,106 @@
+# throttle: a plain Makefile.  make; make check; make install.
+
+PREFIX ?=	/usr/local
+BINDIR ?=	$(PREFIX)/bin
+MANDIR ?=	$(PREFIX)/share/man
+BASHCOMPDIR ?=	$(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR ?=	$(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?=	$(PREFIX)/share/fish/vendor_completions.d
+
+CC ?=		cc
+PKG_CONFIG ?=	pkg-config
+WARNINGS =	-std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 \
+		-Wmissing-prototypes -Wstrict-prototypes -Werror
+CFLAGS ?=	-O2 -g
+CPPFLAGS_ALL =	-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+		$(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null) $(CPPFLAGS)
+SQLITE_LIBS =	$(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
+LIBS_ALL =	$(SQLITE_LIBS) $(LIBS)
+
+# The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
+PURE =		src/algo.o src/algo-gcra.o src/limit.o src/parse.o
+OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
+		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
+		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
+		$(PURE)
+UNIT =		tests/unit/test-parse tests/unit/test-gcra
+
+all: throttle
+
+throttle: $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LIBS_ALL)
+
+src/store-sqlite.o: src/store-sqlite.c src/throttle.h
+	@$(PKG_CONFIG) --exists sqlite3 2>/dev/null || \
+	    test -f /usr/include/sqlite3.h || { \
+	    echo "throttle needs SQLite's headers: apt-get install" \
+	        "libsqlite3-dev (Debian, Ubuntu), dnf install sqlite-devel" \
+	        "(Fedora), or brew install sqlite" >&2; exit 1; }
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -c -o $@ $<
+
+.c.o:
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -c -o $@ $<
+
+$(OBJS): src/throttle.h
+
+tests/unit/test-parse: tests/unit/test-parse.c tests/unit/unit.h $(PURE)
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
+	    tests/unit/test-parse.c $(PURE)
+
+tests/unit/test-gcra: tests/unit/test-gcra.c tests/unit/unit.h $(PURE)
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
+	    tests/unit/test-gcra.c $(PURE)
+
+# Every test: C unit tests of the pure layer, then the bats suites through
+# the binary.  The last line is "N passed, N failed, N skipped".
+check: throttle $(UNIT)
+	@THROTTLE=$(CURDIR)/throttle sh tests/run $(UNIT)
+
+lint: throttle
+	mandoc -Tlint -W warning man/throttle.1
+	sh tests/lint-names
+	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
+	    tests/unit/*.h
+
+# The whole suite under ASan and UBSan.  Reports go to files, so one cannot
+# hide behind an exit status a test expected; any report fails the run.
+# The sanitized objects are cleaned away afterwards.  clang, because gcc's
+# combined runtime writes UBSan reports to stderr whatever log_path says.
+ASAN_CC ?=	clang
+asan:
+	$(MAKE) clean
+	rm -rf $(CURDIR)/sanitizer-logs && mkdir $(CURDIR)/sanitizer-logs
+	ASAN_OPTIONS=log_path=$(CURDIR)/sanitizer-logs/asan \
+	UBSAN_OPTIONS=log_path=$(CURDIR)/sanitizer-logs/ubsan:print_stacktrace=1 \
+	$(MAKE) CC=$(ASAN_CC) CFLAGS="-O1 -g -fsanitize=address,undefined \
+	    -fno-omit-frame-pointer -fno-sanitize-recover=all" \
+	    LDFLAGS="-fsanitize=address,undefined" check
+	@if [ -n "$$(ls $(CURDIR)/sanitizer-logs)" ]; then \
+	    cat $(CURDIR)/sanitizer-logs/*; echo "sanitizer reports above"; \
+	    exit 1; fi
+	rm -rf $(CURDIR)/sanitizer-logs
+	$(MAKE) clean
+
+install: throttle
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
+	    $(DESTDIR)$(FISHCOMPDIR)
+	install -m 755 throttle $(DESTDIR)$(BINDIR)/throttle
+	install -m 644 man/throttle.1 $(DESTDIR)$(MANDIR)/man1/throttle.1
+	install -m 644 completions/throttle.bash \
+	    $(DESTDIR)$(BASHCOMPDIR)/throttle
+	install -m 644 completions/_throttle $(DESTDIR)$(ZSHCOMPDIR)/_throttle
+	install -m 644 completions/throttle.fish \
+	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/throttle \
+	    $(DESTDIR)$(MANDIR)/man1/throttle.1 \
+	    $(DESTDIR)$(BASHCOMPDIR)/throttle \
+	    $(DESTDIR)$(ZSHCOMPDIR)/_throttle \
+	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
+
+clean:
+	rm -f throttle $(OBJS) $(UNIT)
+
+.PHONY: all check lint asan install uninstall clean

@@ -1,0 +1,117 @@
+/*
+ * algo-gcra.c: the generic cell rate algorithm (GCRA), seed 000's cooldown.
+ *
+ * Stripe's token bucket and a weighted credit pool are the same limiter
+ * seen from the other side: "tokens left" is how far the theoretical arrival
+ * time (TAT) is from its furthest allowed point.
+ *
+ * With N units per PERIOD the emission interval is I = PERIOD / N, which is
+ * rarely a whole number of microseconds.  To stay exact, all arithmetic is
+ * done in ticks of 1/N microsecond, where I is exactly PERIOD ticks and
+ * the delay tolerance B * I is exactly B * PERIOD ticks.
+ *
+ * State (struct kstate):
+ *	v[0]	TAT, whole microseconds since the epoch
+ *	v[1]	TAT's remainder in ticks, 0 <= v[1] < N
+ * so TAT in ticks is v[0] * N + v[1].  A new key (all zero) is at rest.
+ *
+ * Invariants:
+ *	1. A refused request changes nothing.
+ *	2. A request is allowed iff max(TAT, now) + cost * I - now <= B * I;
+ *	   equality is allowed.
+ *	3. retry_after is rounded up to the microsecond, so waiting exactly
+ *	   that long succeeds; remaining is rounded down.
+ *	4. A clock that steps back only makes TAT look further away: it can
+ *	   refuse more, never admit more.
+ */
+#include "throttle.h"
+
+static i128
+ceil_div(i128 a, i128 b)
+{
+	return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+static i128
+tat_ticks(const struct limit *l, const struct kstate *s)
+{
+	return (i128)s->v[0] * l->count + s->v[1];
+}
+
+static void
+set_tat(const struct limit *l, i128 ticks, struct kstate *s)
+{
+	s->v[0] = (int64_t)(ticks / l->count);
+	s->v[1] = (int64_t)(ticks % l->count);
+}
+
+static void
+gcra_decide(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct decision *d, struct kstate *next)
+{
+	i128 n = (i128)now * l->count;
+	i128 tau = (i128)l->burst * l->period;
+	i128 tat = tat_ticks(l, s);
+	i128 t = tat > n ? tat : n;
+	i128 want = t + (i128)cost * l->period;
+	i128 left;
+
+	*next = *s;
+	if (want - n <= tau) {
+		d->allowed = 1;
+		d->retry_after = 0;
+		set_tat(l, want, next);
+		t = want;
+	} else {
+		d->allowed = 0;
+		d->retry_after = (int64_t)ceil_div(want - tau - n, l->count);
+	}
+	left = n + tau - t;
+	d->remaining = left <= 0 ? 0 : (int64_t)(left / l->period);
+	d->reset_after = (int64_t)ceil_div(t - n, l->count);
+}
+
+static void
+gcra_release(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct kstate *next)
+{
+	i128 n = (i128)now * l->count;
+	i128 tat = tat_ticks(l, s) - (i128)cost * l->period;
+
+	*next = *s;
+	set_tat(l, tat > n ? tat : n, next);
+}
+
+/*
+ * The time a key comes back to rest is kept across a change of limit; only
+ * the sub-microsecond remainder, whose unit depends on N, is rounded up.
+ */
+static void
+gcra_convert(const struct limit *old, const struct limit *new,
+    const struct kstate *s, struct kstate *next)
+{
+	*next = *s;
+	if (old->count != new->count) {
+		next->v[0] = s->v[0] + (s->v[1] > 0);
+		next->v[1] = 0;
+	}
+}
+
+static int
+gcra_valid(const struct limit *l, const struct kstate *s)
+{
+	if (s->v[0] < 0 || s->v[0] > TIME_MAX + DURATION_MAX)
+		return -1;
+	if (s->v[1] < 0 || s->v[1] >= l->count)
+		return -1;
+	return 0;
+}
+
+const struct algo algo_gcra = {
+	.name = "gcra",
+	.aliases = { "token-bucket", NULL },
+	.decide = gcra_decide,
+	.release = gcra_release,
+	.convert = gcra_convert,
+	.valid = gcra_valid,
+};

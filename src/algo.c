@@ -1,0 +1,25 @@
+/*
+ * algo.c: the table of algorithms, looked up by name or alias.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+const struct algo *const algo_table[] = { &algo_gcra, NULL };
+
+/* The algorithm called name (or one of its aliases), or NULL. */
+const struct algo *
+algo_find(const char *name)
+{
+	const struct algo *const *a;
+	int i;
+
+	for (a = algo_table; *a != NULL; a++) {
+		if (strcmp((*a)->name, name) == 0)
+			return *a;
+		for (i = 0; (*a)->aliases[i] != NULL; i++)
+			if (strcmp((*a)->aliases[i], name) == 0)
+				return *a;
+	}
+	return NULL;
+}

@@ -1,0 +1,98 @@
+/*
+ * cmd-inspect.c: show a key's state (or every key's) under the limit it
+ * was last used with: remaining units as it stands, how long until one
+ * more unit is allowed, and how long until it is back at rest.  Reads in
+ * a read transaction and never writes.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+struct inspect_ctx {
+	const struct opts *o;
+	char err[STORE_ERR_MAX];
+};
+
+static int
+show(const struct keyrec *rec, void *arg)
+{
+	struct inspect_ctx *ctx = arg;
+	struct decision now, one;
+	struct kstate next;
+	struct result r;
+	const char *why;
+
+	if (limit_check_record(rec, &why) == -1) {
+		snprintf(ctx->err, sizeof(ctx->err),
+		    "%s: a key %s, which "
+		    "throttle never writes; the file was edited by something "
+		    "else",
+		    ctx->o->db, why);
+		return -1;
+	}
+	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 0, &now,
+	    &next);
+	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 1, &one,
+	    &next);
+	memset(&r, 0, sizeof(r));
+	r.key = rec->key;
+	r.keylen = rec->keylen;
+	r.limit = &rec->limit;
+	r.inspect = 1;
+	r.remaining = now.remaining;
+	r.retry_after = one.retry_after;
+	r.reset_after = now.reset_after;
+	output_result(ctx->o, &r);
+	return 0;
+}
+
+static int
+inspect_exec(struct opts *o)
+{
+	struct inspect_ctx ctx;
+	struct store *st;
+	struct keyrec rec;
+	int found, rc;
+
+	if (o->key == NULL && o->format == FORMAT_SHELL)
+		die_usage("inspect: --format shell shows one key; give a key, "
+			  "or use --format json for all of them");
+	memset(&ctx, 0, sizeof(ctx));
+	ctx.o = o;
+	if ((st = cmd_open(o, &rc)) == NULL)
+		return rc;
+	if (store_begin(st, 0) == -1)
+		return cmd_fail(o, st, store_error(st));
+	if (o->key == NULL) {
+		if (store_list(st, show, &ctx) == -1)
+			return cmd_fail(o, st,
+			    ctx.err[0] ? ctx.err : store_error(st));
+		store_rollback(st);
+		store_close(st);
+		return EXIT_ALLOWED;
+	}
+	if ((found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err))) == -1)
+		return cmd_fail(o, st, ctx.err);
+	store_rollback(st);
+	store_close(st);
+	if (!found) {
+		fputs("throttle: ", stderr);
+		output_escape_text(stderr, o->key, o->keylen);
+		fputs(": no state (never used, reset, or forgotten)\n", stderr);
+		return EXIT_REFUSED;
+	}
+	show(&rec, &ctx);
+	return EXIT_ALLOWED;
+}
+
+const struct cmd_entry cmd_inspect_entry = {
+	.name = "inspect",
+	.args = "[KEY]",
+	.summary = "show a key's limit and state (without KEY: every key); "
+		   "exit 1 if the key has no state",
+	.options = 0,
+	.min_args = 0,
+	.max_args = 1,
+	.operand_is_key = 1,
+	.exec = inspect_exec,
+};

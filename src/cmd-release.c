@@ -1,0 +1,76 @@
+/*
+ * cmd-release.c: give units back, for work that was counted but not done.
+ *
+ * The key's own stored limit is used unless --limit is given.  A key with
+ * no state is already full: there is nothing to give back, and that is not
+ * an error.  A key never goes beyond its capacity.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+static int
+release_exec(struct opts *o)
+{
+	struct store *st;
+	struct keyrec rec;
+	struct kstate cur;
+	struct limit lim;
+	struct decision d;
+	struct result r;
+	char err[STORE_ERR_MAX];
+	int found, rc;
+
+	if ((st = cmd_open(o, &rc)) == NULL)
+		return rc;
+	for (;;) {
+		if (store_begin(st, 1) == -1)
+			return cmd_fail(o, st, store_error(st));
+		if ((found = cmd_load(o, st, &rec, err, sizeof(err))) == -1)
+			return cmd_fail(o, st, err);
+		if (!found && !o->has_limit) {
+			store_rollback(st);
+			store_close(st);
+			return EXIT_ALLOWED;
+		}
+		lim = o->has_limit ? o->limit : rec.limit;
+		limit_carry(&lim, &rec, found, &cur);
+		lim.algo->release(&lim, &cur, o->now, o->cost, &rec.state);
+		lim.algo->decide(&lim, &rec.state, o->now, 0, &d, &cur);
+		memcpy(rec.key, o->key, o->keylen);
+		rec.keylen = o->keylen;
+		rec.limit = lim;
+		rec.rest_at = o->now + d.reset_after;
+		if (store_save(st, &rec) == -1)
+			return cmd_fail(o, st, store_error(st));
+		if ((rc = store_commit(st)) == -1)
+			return cmd_fail(o, st, store_error(st));
+		if (rc != STORE_RETRY)
+			break;
+	}
+	store_close(st);
+
+	memset(&r, 0, sizeof(r));
+	r.key = o->key;
+	r.keylen = o->keylen;
+	r.limit = &lim;
+	r.allowed = 1;
+	r.cost = o->cost;
+	r.remaining = d.remaining;
+	r.reset_after = d.reset_after;
+	output_result(o, &r);
+	return EXIT_ALLOWED;
+}
+
+const struct cmd_entry cmd_release_entry = {
+	.name = "release",
+	.args = "KEY [--cost N] [--limit N/PERIOD [--burst B] "
+		"[--algorithm NAME]]",
+	.summary = "give --cost units back (work counted but not done), "
+		   "never beyond capacity",
+	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_COST,
+	.min_args = 1,
+	.max_args = 1,
+	.operand_is_key = 1,
+	.exec = release_exec,
+};

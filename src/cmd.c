@@ -1,0 +1,457 @@
+/*
+ * cmd.c: the command table, the command line, and help built from both.
+ *
+ * Options may stand before or after the command; "--" ends them.  Command
+ * names match exactly (no prefixes).  Every option is in options[], which
+ * says which commands take it; --help, `throttle help COMMAND` and the
+ * usage errors are all written from options[] and cmd_table[], so they
+ * cannot disagree with what the parser accepts.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "throttle.h"
+
+extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
+    cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry;
+
+static const struct cmd_entry *const cmd_table[] = { &cmd_consume_entry,
+	&cmd_check_entry, &cmd_release_entry, &cmd_inspect_entry,
+	&cmd_reset_entry, &cmd_help_entry, NULL };
+
+enum {
+	OPT_DB,
+	OPT_FORMAT,
+	OPT_QUIET,
+	OPT_LOCK_TIMEOUT,
+	OPT_ON_ERROR,
+	OPT_HELP,
+	OPT_VERSION,
+	OPT_LIMIT,
+	OPT_BURST,
+	OPT_ALGORITHM,
+	OPT_COST
+};
+
+static const struct option_def {
+	int id;
+	const char *name;
+	char shortname;
+	const char *arg;
+	int flag; /* 0: global; else CMDOPT_* */
+	const char *help;
+} options[] = {
+	{ OPT_LIMIT, "limit", 0, "N/PERIOD", CMDOPT_LIMIT,
+	    "N units per PERIOD: 5/15m, 100/1s, 1000/1d" },
+	{ OPT_BURST, "burst", 0, "B", CMDOPT_BURST,
+	    "units that may be taken at once from rest (default N)" },
+	{ OPT_ALGORITHM, "algorithm", 0, "NAME", CMDOPT_ALGORITHM,
+	    "gcra (the default) or token-bucket, the same limiter" },
+	{ OPT_COST, "cost", 0, "N", CMDOPT_COST,
+	    "units this request takes or gives back (default 1)" },
+	{ OPT_DB, "db", 0, "PATH", 0, "state file (env THROTTLE_DB)" },
+	{ OPT_FORMAT, "format", 0, "FORMAT", 0,
+	    "text, json or shell (env THROTTLE_FORMAT)" },
+	{ OPT_QUIET, "quiet", 'q', NULL, 0, "no message when throttled" },
+	{ OPT_LOCK_TIMEOUT, "lock-timeout", 0, "DURATION", 0,
+	    "how long to wait for another process (default 5s)" },
+	{ OPT_ON_ERROR, "on-error", 0, "MODE", 0,
+	    "what a state store error becomes: fail, allow or deny" },
+	{ OPT_HELP, "help", 'h', NULL, 0, "show this help" },
+	{ OPT_VERSION, "version", 0, NULL, 0, "show the version" },
+};
+#define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+static const struct option_def *
+find_long(const char *name, size_t len)
+{
+	size_t i;
+
+	for (i = 0; i < NOPTIONS; i++)
+		if (strlen(options[i].name) == len &&
+		    strncmp(options[i].name, name, len) == 0)
+			return &options[i];
+	return NULL;
+}
+
+static const struct option_def *
+find_short(char c)
+{
+	size_t i;
+
+	for (i = 0; i < NOPTIONS; i++)
+		if (options[i].shortname == c && c != 0)
+			return &options[i];
+	return NULL;
+}
+
+static const struct cmd_entry *
+find_cmd(const char *name)
+{
+	const struct cmd_entry *const *c;
+
+	for (c = cmd_table; *c != NULL; c++)
+		if (strcmp((*c)->name, name) == 0)
+			return *c;
+	return NULL;
+}
+
+static void
+print_option(FILE *fp, const struct option_def *d)
+{
+	char left[40];
+
+	if (d->shortname)
+		snprintf(left, sizeof(left), "-%c, --%s%s%s", d->shortname,
+		    d->name, d->arg ? " " : "", d->arg ? d->arg : "");
+	else
+		snprintf(left, sizeof(left), "    --%s%s%s", d->name,
+		    d->arg ? " " : "", d->arg ? d->arg : "");
+	fprintf(fp, "  %-26s %s\n", left, d->help);
+}
+
+static void
+usage_all(FILE *fp)
+{
+	const struct cmd_entry *const *c;
+	size_t i;
+
+	fputs("usage: throttle [global options] command [options] [key]\n\n"
+	      "Decide whether an action keyed by a string may happen now.\n\n"
+	      "commands:\n",
+	    fp);
+	for (c = cmd_table; *c != NULL; c++)
+		fprintf(fp, "  %s %s\n        %s\n", (*c)->name, (*c)->args,
+		    (*c)->summary);
+	fputs("\noptions:\n", fp);
+	for (i = 0; i < NOPTIONS; i++)
+		if (options[i].flag != 0)
+			print_option(fp, &options[i]);
+	fputs("\nglobal options (before or after the command):\n", fp);
+	for (i = 0; i < NOPTIONS; i++)
+		if (options[i].flag == 0)
+			print_option(fp, &options[i]);
+	fputs("\nexit status: 0 allowed or done, 1 throttled, 2 usage error, "
+	      "3 state store error\nsee throttle(1) for more\n",
+	    fp);
+}
+
+static void
+usage_cmd(FILE *fp, const struct cmd_entry *c)
+{
+	size_t i;
+
+	fprintf(fp, "usage: throttle %s %s\n\n%s\n", c->name, c->args,
+	    c->summary);
+	if (c->options != 0) {
+		fputs("\noptions:\n", fp);
+		for (i = 0; i < NOPTIONS; i++)
+			if (options[i].flag & c->options)
+				print_option(fp, &options[i]);
+	}
+	fputs("\nglobal options: see throttle --help\n", fp);
+}
+
+static int
+help_exec(struct opts *o)
+{
+	const struct cmd_entry *c;
+
+	if (o->operand == NULL) {
+		usage_all(stdout);
+		return EXIT_ALLOWED;
+	}
+	if ((c = find_cmd(o->operand)) == NULL)
+		die_usage("help: '%s' is not a command; see throttle --help",
+		    o->operand);
+	usage_cmd(stdout, c);
+	return EXIT_ALLOWED;
+}
+
+const struct cmd_entry cmd_help_entry = {
+	.name = "help",
+	.args = "[COMMAND]",
+	.summary = "show how to use throttle, or one command",
+	.options = 0,
+	.min_args = 0,
+	.max_args = 1,
+	.operand_is_key = 0,
+	.exec = help_exec,
+};
+
+static void
+apply(struct opts *o, const struct option_def *d, const char *v)
+{
+	const char *err;
+	int64_t n;
+
+	switch (d->id) {
+	case OPT_DB:
+		o->db = v;
+		break;
+	case OPT_FORMAT:
+		if (parse_format(v, &o->format) == -1)
+			die_usage("--format: '%s' is not a format; use text, "
+				  "json or shell",
+			    v);
+		break;
+	case OPT_QUIET:
+		o->quiet = 1;
+		break;
+	case OPT_LOCK_TIMEOUT:
+		if (parse_duration(v, &o->lock_timeout, &err) == -1)
+			die_usage("--lock-timeout: '%s' %s", v, err);
+		break;
+	case OPT_ON_ERROR:
+		if (parse_on_error(v, &o->on_error) == -1)
+			die_usage("--on-error: '%s' is not a mode; use fail, "
+				  "allow or deny",
+			    v);
+		break;
+	case OPT_LIMIT:
+		if (o->has_limit)
+			die_usage("--limit: given twice ('%s' and '%s'); give "
+				  "one limit",
+			    o->limit_text, v);
+		if (parse_limit(v, &o->limit.count, &o->limit.period, &err) ==
+		    -1)
+			die_usage("--limit: '%s' %s", v, err);
+		o->has_limit = 1;
+		o->limit_text = v;
+		break;
+	case OPT_BURST:
+		if (parse_count(v, COUNT_MAX, &n, &err) == -1)
+			die_usage("--burst: '%s' %s", v, err);
+		if (n == 0)
+			die_usage("--burst: '%s' allows nothing; give at "
+				  "least 1",
+			    v);
+		o->limit.burst = n;
+		o->has_burst = 1;
+		break;
+	case OPT_ALGORITHM:
+		if ((o->limit.algo = algo_find(v)) == NULL)
+			die_usage("--algorithm: '%s' is not an algorithm; use "
+				  "gcra or token-bucket",
+			    v);
+		o->has_algorithm = 1;
+		break;
+	case OPT_COST:
+		if (parse_count(v, COUNT_MAX, &o->cost, &err) == -1)
+			die_usage("--cost: '%s' %s", v, err);
+		break;
+	}
+}
+
+/* Settle the options that depend on each other and on the environment. */
+static void
+finish(struct opts *o, const struct cmd_entry *c)
+{
+	const char *err, *env;
+
+	if (o->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
+	    *env != '\0')
+		o->db = env;
+	if (o->db == NULL) {
+		if (store_default_path(o->dbbuf, sizeof(o->dbbuf), &err) == -1)
+			die_usage("--db: %s", err);
+		o->db = o->dbbuf;
+	}
+	if ((o->has_burst || o->has_algorithm) && !o->has_limit)
+		die_usage("%s: %s goes with --limit; give the limit too",
+		    c->name, o->has_burst ? "--burst" : "--algorithm");
+	if (o->has_limit) {
+		if (!o->has_burst)
+			o->limit.burst = o->limit.count;
+		if (o->limit.algo == NULL)
+			o->limit.algo = algo_table[0];
+		if (limit_validate(&o->limit, &err) == -1)
+			die_usage("--limit: '%s' %s", o->limit_text, err);
+	}
+	if (c->operand_is_key && o->operand != NULL) {
+		o->key = o->operand;
+		o->keylen = strlen(o->key);
+		if (o->keylen == 0)
+			die_usage("%s: the key is empty; give a non-empty key",
+			    c->name);
+		if (o->keylen > KEY_MAX)
+			die_usage("%s: the key is %zu bytes, longer than the "
+				  "%d allowed",
+			    c->name, o->keylen, KEY_MAX);
+	}
+	if (clock_now(&o->now, &err) == -1)
+		die_usage("THROTTLE_NOW: '%s' %s", getenv("THROTTLE_NOW"), err);
+}
+
+/* Open the state store; on failure, report it and set *rc. */
+struct store *
+cmd_open(const struct opts *o, int *rc)
+{
+	struct store *st;
+	char err[STORE_ERR_MAX];
+
+	if ((st = store_open(o->db, o->lock_timeout, err, sizeof(err))) == NULL)
+		*rc = state_error(o, err);
+	return st;
+}
+
+/*
+ * Load the command's key: 1 found, 0 no state, -1 with a message in err.
+ * A record throttle could not have written is refused, never decided on.
+ */
+int
+cmd_load(const struct opts *o, struct store *st, struct keyrec *rec, char *err,
+    size_t errlen)
+{
+	const char *why;
+	FILE *fp;
+	int found;
+
+	if ((found = store_load(st, o->key, o->keylen, rec)) == -1) {
+		snprintf(err, errlen, "%s", store_error(st));
+		return -1;
+	}
+	if (found && limit_check_record(rec, &why) == -1) {
+		if ((fp = fmemopen(err, errlen, "w")) != NULL) {
+			fprintf(fp, "%s: the key '", o->db);
+			output_escape_text(fp, o->key, o->keylen);
+			fprintf(fp,
+			    "' %s, which throttle never writes; the "
+			    "file was edited by something else (throttle "
+			    "reset the key to start it afresh)",
+			    why);
+			fclose(fp);
+		}
+		return -1;
+	}
+	return found;
+}
+
+/* End a failed transaction: roll back, report, close; the exit code. */
+int
+cmd_fail(const struct opts *o, struct store *st, const char *msg)
+{
+	int rc;
+
+	store_rollback(st);
+	rc = state_error(o, msg);
+	store_close(st);
+	return rc;
+}
+
+/* Parse the command line and environment, run the command. */
+int
+cmd_main(int argc, char **argv)
+{
+	struct opts o;
+	const struct option_def *d, **given;
+	const char **vals, **ops, *v, *env, *eq;
+	const struct cmd_entry *c = NULL;
+	int i, nops = 0, ngiven = 0, dashdash = 0, help = 0;
+	int version = 0, rc;
+
+	memset(&o, 0, sizeof(o));
+	o.lock_timeout = 5 * US_PER_SEC;
+	o.cost = 1;
+	if ((env = getenv("THROTTLE_FORMAT")) != NULL && *env != '\0' &&
+	    parse_format(env, &o.format) == -1)
+		die_usage("THROTTLE_FORMAT: '%s' is not a format; use text, "
+			  "json or shell",
+		    env);
+
+	given = xcalloc((size_t)argc, sizeof(*given));
+	vals = xcalloc((size_t)argc, sizeof(*vals));
+	ops = xcalloc((size_t)argc, sizeof(*ops));
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (dashdash || a[0] != '-' || a[1] == '\0') {
+			ops[nops++] = a;
+			continue;
+		}
+		if (strcmp(a, "--") == 0) {
+			dashdash = 1;
+			continue;
+		}
+		v = NULL;
+		if (a[1] == '-') {
+			eq = strchr(a + 2, '=');
+			d = find_long(a + 2,
+			    eq ? (size_t)(eq - a - 2) : strlen(a + 2));
+			if (d == NULL)
+				die_usage("%.*s: unknown option; see throttle "
+					  "--help",
+				    eq ? (int)(eq - a) : (int)strlen(a), a);
+			if (eq != NULL) {
+				if (d->arg == NULL)
+					die_usage("--%s: takes no value",
+					    d->name);
+				v = eq + 1;
+			}
+		} else {
+			if (a[2] != '\0' || (d = find_short(a[1])) == NULL)
+				die_usage("%s: unknown option; see throttle "
+					  "--help",
+				    a);
+		}
+		if (d->arg != NULL && v == NULL) {
+			if (i + 1 >= argc)
+				die_usage("--%s: needs a value (%s)", d->name,
+				    d->arg);
+			v = argv[++i];
+		}
+		if (d->id == OPT_HELP)
+			help = 1;
+		else if (d->id == OPT_VERSION)
+			version = 1;
+		given[ngiven] = d;
+		vals[ngiven++] = v;
+	}
+
+	if (version) {
+		printf("throttle %s (stores: sqlite %s)\n", THROTTLE_VERSION,
+		    store_sqlite_version());
+		rc = EXIT_ALLOWED;
+		goto done;
+	}
+	if (nops > 0 && (c = find_cmd(ops[0])) == NULL)
+		die_usage("%s: unknown command; see throttle --help", ops[0]);
+	if (help) {
+		if (c != NULL && c != &cmd_help_entry)
+			usage_cmd(stdout, c);
+		else
+			usage_all(stdout);
+		rc = EXIT_ALLOWED;
+		goto done;
+	}
+	if (c == NULL) {
+		usage_all(stderr);
+		rc = EXIT_USAGE;
+		goto done;
+	}
+	for (i = 0; i < ngiven; i++) {
+		if (given[i]->flag != 0 && !(given[i]->flag & c->options))
+			die_usage("%s: --%s does not apply to this command; "
+				  "see throttle help %s",
+			    c->name, given[i]->name, c->name);
+		apply(&o, given[i], vals[i]);
+	}
+	if (nops - 1 < c->min_args)
+		die_usage("%s: %s; usage: throttle %s %s", c->name,
+		    c->operand_is_key ? "the key is missing"
+				      : "an argument is missing",
+		    c->name, c->args);
+	if (nops - 1 > c->max_args)
+		die_usage("%s: '%s' is one argument too many (quote a key "
+			  "with spaces); usage: throttle %s %s",
+		    c->name, ops[1 + c->max_args], c->name, c->args);
+	o.operand = nops > 1 ? ops[1] : NULL;
+	if (c != &cmd_help_entry)
+		finish(&o, c);
+	rc = c->exec(&o);
+done:
+	free(given);
+	free(vals);
+	free(ops);
+	return rc;
+}

@@ -1,0 +1,64 @@
+/*
+ * log.c: messages on stderr, the usage exit, and the --on-error mapping.
+ * Messages read "throttle: <object>: <problem>", lowercase, no period.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+
+#include "throttle.h"
+
+static void vlog(const char *, va_list) __attribute__((format(printf, 1, 0)));
+
+static void
+vlog(const char *fmt, va_list ap)
+{
+	fputs("throttle: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+/* Print one message on stderr. */
+void
+log_msg(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+}
+
+/* Report a usage error or invalid input and exit 2. */
+void
+die_usage(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog(fmt, ap);
+	va_end(ap);
+	exit(EXIT_USAGE);
+}
+
+/*
+ * Report a state store error and return the exit code --on-error maps it
+ * to: 3 (fail), 0 (allow) or 1 (deny).
+ */
+int
+state_error(const struct opts *o, const char *msg)
+{
+	switch (o->on_error) {
+	case ON_ERROR_ALLOW:
+		log_msg("%s; allowing anyway (--on-error allow)", msg);
+		output_mapped_error(o, 1, msg);
+		return EXIT_ALLOWED;
+	case ON_ERROR_DENY:
+		log_msg("%s; refusing (--on-error deny)", msg);
+		output_mapped_error(o, 0, msg);
+		return EXIT_REFUSED;
+	case ON_ERROR_FAIL:
+		break;
+	}
+	log_msg("%s", msg);
+	return EXIT_STATE;
+}

@@ -1,0 +1,323 @@
+/*
+ * parse.c: pure parsers for durations, limits, counts and times.
+ *
+ * Each parser has the shape of strtonum(3): it returns 0 and stores the
+ * value, or returns -1 and points *errstr at a static phrase that the caller
+ * prints after the offending text.  Nothing here prints, exits, allocates or
+ * reads the clock.  All results are exact integers of microseconds: a value
+ * that cannot be represented exactly (finer than a microsecond) is refused,
+ * never rounded.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+static const struct {
+	const char *name;
+	int64_t us;
+} units[] = {
+	/* Longest first so "ms" is not read as "m" followed by "s". */
+	{ "ms", INT64_C(1000) },
+	{ "w", INT64_C(604800000000) },
+	{ "d", INT64_C(86400000000) },
+	{ "h", INT64_C(3600000000) },
+	{ "m", INT64_C(60000000) },
+	{ "s", INT64_C(1000000) },
+};
+
+#define NUMBER_DIGITS_MAX 18
+
+static int
+isdigit_c(char c)
+{
+	return c >= '0' && c <= '9';
+}
+
+/* Read a unit at *sp; return its size in us or 0 if there is none. */
+static int64_t
+read_unit(const char **sp)
+{
+	size_t i, n;
+
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		n = strlen(units[i].name);
+		if (strncmp(*sp, units[i].name, n) == 0) {
+			*sp += n;
+			return units[i].us;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Read "DIGITS[.DIGITS]" at *sp as a fraction mant / 10^scale.  Returns -1
+ * if there is no number or it has too many digits to be exact.
+ */
+static int
+read_number(const char **sp, int64_t *mant, int *scale, const char **errstr)
+{
+	const char *s = *sp;
+	int64_t m = 0;
+	int digits = 0, sc = 0, point = 0;
+
+	for (;; s++) {
+		if (isdigit_c(*s)) {
+			if (m == 0 && *s == '0' && !point) {
+				/* leading zeros carry no precision */
+			} else if (++digits > NUMBER_DIGITS_MAX) {
+				*errstr = "has too many digits";
+				return -1;
+			}
+			m = m * 10 + (*s - '0');
+			if (point)
+				sc++;
+		} else if (*s == '.' && !point) {
+			point = 1;
+			if (!isdigit_c(s[1])) {
+				*errstr = "is not a duration (a decimal point "
+					  "needs digits after it)";
+				return -1;
+			}
+		} else
+			break;
+	}
+	if (s == *sp) {
+		*errstr = "is not a duration (use a number and a unit: ms, s, "
+			  "m, h, d, w, as in 90s, 15m or 1h30m)";
+		return -1;
+	}
+	*sp = s;
+	*mant = m;
+	*scale = sc;
+	return 0;
+}
+
+/* mant / 10^scale units of unit_us, exactly, into *out. */
+static int
+scale_exact(int64_t mant, int scale, int64_t unit_us, int64_t *out,
+    const char **errstr)
+{
+	i128 v = (i128)mant * unit_us, p = 1;
+	int i;
+
+	for (i = 0; i < scale; i++)
+		p *= 10;
+	if (v % p != 0) {
+		*errstr = "is finer than a microsecond";
+		return -1;
+	}
+	v /= p;
+	if (v > DURATION_MAX) {
+		*errstr = "is too long (the most is about 146000 years)";
+		return -1;
+	}
+	*out = (int64_t)v;
+	return 0;
+}
+
+/*
+ * Parse a duration: "90s", "1.5h", "1h30m", "250ms", a bare unit meaning one
+ * of it ("m"), or a bare number meaning seconds ("60").
+ */
+int
+parse_duration(const char *s, int64_t *out, const char **errstr)
+{
+	int64_t total = 0, part, mant, unit, last_unit = INT64_MAX;
+	int scale, first = 1;
+
+	if (s == NULL || *s == '\0') {
+		*errstr = "is empty (give a duration such as 90s or 15m)";
+		return -1;
+	}
+	if ((unit = read_unit(&s)) != 0) {
+		if (*s != '\0') {
+			*errstr =
+			    "is not a duration (use a number and a "
+			    "unit: ms, s, m, h, d, w, as in 90s or 1h30m)";
+			return -1;
+		}
+		*out = unit;
+		return 0;
+	}
+	while (*s != '\0') {
+		if (read_number(&s, &mant, &scale, errstr) == -1)
+			return -1;
+		unit = read_unit(&s);
+		if (unit == 0) {
+			if (*s != '\0' || !first) {
+				*errstr =
+				    "is not a duration (use a number "
+				    "and a unit: ms, s, m, h, d, w, as in "
+				    "90s or 1h30m)";
+				return -1;
+			}
+			unit = US_PER_SEC; /* a bare number: seconds */
+		}
+		if (unit >= last_unit) {
+			*errstr = "is not a duration (units go from largest "
+				  "to smallest, each once, as in 1h30m)";
+			return -1;
+		}
+		last_unit = unit;
+		first = 0;
+		if (scale_exact(mant, scale, unit, &part, errstr) == -1)
+			return -1;
+		if (total > DURATION_MAX - part) {
+			*errstr =
+			    "is too long (the most is about 146000 years)";
+			return -1;
+		}
+		total += part;
+	}
+	*out = total;
+	return 0;
+}
+
+/* Parse a whole number from 0 to max. */
+int
+parse_count(const char *s, int64_t max, int64_t *out, const char **errstr)
+{
+	int64_t v = 0;
+	const char *p;
+
+	if (s == NULL || *s == '\0') {
+		*errstr = "is empty (give a whole number)";
+		return -1;
+	}
+	for (p = s; *p != '\0'; p++) {
+		if (!isdigit_c(*p)) {
+			*errstr = "is not a whole number";
+			return -1;
+		}
+		if (v > (max - (*p - '0')) / 10) {
+			*errstr = "is too large";
+			return -1;
+		}
+		v = v * 10 + (*p - '0');
+	}
+	*out = v;
+	return 0;
+}
+
+/* Parse "N/PERIOD": at least one unit per a positive duration. */
+int
+parse_limit(const char *s, int64_t *count, int64_t *period, const char **errstr)
+{
+	char buf[64];
+	const char *slash;
+	size_t n;
+
+	if (s == NULL || (slash = strchr(s, '/')) == NULL) {
+		*errstr = "is not a limit (write N/PERIOD, as in 5/15m or "
+			  "100/1s)";
+		return -1;
+	}
+	n = (size_t)(slash - s);
+	if (n == 0 || n >= sizeof(buf)) {
+		*errstr = "is not a limit (write N/PERIOD, as in 5/15m or "
+			  "100/1s)";
+		return -1;
+	}
+	memcpy(buf, s, n);
+	buf[n] = '\0';
+	if (parse_count(buf, COUNT_MAX, count, errstr) == -1) {
+		if (strcmp(*errstr, "is too large") == 0)
+			*errstr = "has a count that is too large (the most is "
+				  "9223372036854775807)";
+		else
+			*errstr = "is not a limit (N must be a whole number, "
+				  "as in 5/15m)";
+		return -1;
+	}
+	if (*count == 0) {
+		*errstr = "allows nothing (N must be at least 1)";
+		return -1;
+	}
+	if (parse_duration(slash + 1, period, errstr) == -1)
+		return -1;
+	if (*period == 0) {
+		*errstr = "has a period of zero (give a positive duration)";
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Parse a point in time given as decimal seconds since the epoch, as
+ * THROTTLE_NOW is; digits past the microsecond are dropped (floor).
+ */
+int
+parse_time(const char *s, int64_t *out, const char **errstr)
+{
+	int64_t sec = 0, frac = 0, mult = 100000;
+	const char *p = s;
+
+	if (s == NULL || *s == '\0') {
+		*errstr = "is empty (give seconds since the epoch)";
+		return -1;
+	}
+	if (*p == '-') {
+		*errstr = "is before the epoch (give seconds since 1970, "
+			  "not negative)";
+		return -1;
+	}
+	for (; isdigit_c(*p); p++) {
+		if (sec > (TIME_MAX / US_PER_SEC) / 10) {
+			*errstr = "is too far in the future (after year 9999)";
+			return -1;
+		}
+		sec = sec * 10 + (*p - '0');
+	}
+	if (p == s) {
+		*errstr = "is not a time (give seconds since the epoch, as "
+			  "in 1700000000 or 1700000000.25)";
+		return -1;
+	}
+	if (*p == '.') {
+		for (p++; isdigit_c(*p); p++) {
+			frac += (*p - '0') * mult;
+			mult /= 10;
+		}
+	}
+	if (*p != '\0') {
+		*errstr = "is not a time (give seconds since the epoch, as "
+			  "in 1700000000 or 1700000000.25)";
+		return -1;
+	}
+	if (sec >= TIME_MAX / US_PER_SEC) {
+		*errstr = "is too far in the future (after year 9999)";
+		return -1;
+	}
+	*out = sec * US_PER_SEC + frac;
+	return 0;
+}
+
+/* Parse an output format name. */
+int
+parse_format(const char *s, enum format *out)
+{
+	if (strcmp(s, "text") == 0)
+		*out = FORMAT_TEXT;
+	else if (strcmp(s, "json") == 0)
+		*out = FORMAT_JSON;
+	else if (strcmp(s, "shell") == 0)
+		*out = FORMAT_SHELL;
+	else
+		return -1;
+	return 0;
+}
+
+/* Parse an --on-error policy name. */
+int
+parse_on_error(const char *s, enum on_error *out)
+{
+	if (strcmp(s, "fail") == 0)
+		*out = ON_ERROR_FAIL;
+	else if (strcmp(s, "allow") == 0)
+		*out = ON_ERROR_ALLOW;
+	else if (strcmp(s, "deny") == 0)
+		*out = ON_ERROR_DENY;
+	else
+		return -1;
+	return 0;
+}

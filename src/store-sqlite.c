@@ -1,0 +1,657 @@
+/*
+ * store-sqlite.c: key state in one SQLite file shared by every caller.
+ *
+ * What this file promises:
+ *	1. Every decision is one transaction.  A command that may write starts
+ *	   with BEGIN IMMEDIATE, which takes the file's single write lock
+ *	   before anything is read, so two processes can never both read the
+ *	   same state and both admit on it.  Waiting for that lock is bounded
+ *	   by --lock-timeout (SQLite's busy timeout); past it, exit 3.
+ *	2. The file is in WAL mode: readers (check, inspect) never block the
+ *	   writer, and a process killed at any moment leaves either the old
+ *	   or the new state of a key, never a mix.  synchronous=NORMAL, so a
+ *	   power cut can lose the last few commits, never corrupt the file.
+ *	3. A file that is not ours is never written: before SQLite is given
+ *	   the file, its header is read with plain read(2); a non-SQLite file
+ *	   or a database with another program's application_id is refused
+ *	   there.  A database with no application_id is checked inside the
+ *	   first transaction, and is taken only if it is empty (no tables);
+ *	   otherwise it is refused, rolled back, and closed without the
+ *	   checkpoint SQLite would otherwise run on close.
+ *	4. Symbolic links are refused (SQLITE_OPEN_NOFOLLOW); SQLite opens
+ *	   its files close-on-exec, so no child ever inherits the lock.
+ *	5. Keys are bound as blobs, never spliced into SQL: any bytes work
+ *	   and compare exactly.
+ *	6. The schema is versioned by PRAGMA user_version, with one entry in
+ *	   migrations[] per version; a file from a newer version is refused.
+ */
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "throttle.h"
+
+#define APPLICATION_ID 0x74687274 /* "thrt" */
+#define HEADER_SIZE 100
+
+/* migrations[i] takes a file from user_version i to i + 1. */
+static const char *const migrations[] = {
+	"CREATE TABLE key_state ("
+	"  key       BLOB PRIMARY KEY NOT NULL,"
+	"  algorithm TEXT NOT NULL,"
+	"  lim       INTEGER NOT NULL," /* N units ... */
+	"  period    INTEGER NOT NULL," /* ... per this many us */
+	"  burst     INTEGER NOT NULL,"
+	"  s1        INTEGER NOT NULL," /* algorithm state, see algo-*.c */
+	"  s2        INTEGER NOT NULL,"
+	"  s3        INTEGER NOT NULL,"
+	"  rest_at   INTEGER NOT NULL" /* us when back at rest, for gc */
+	") WITHOUT ROWID",
+};
+#define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+
+struct sq {
+	sqlite3 *db;
+	char path[PATH_MAX];
+	char *err;
+	size_t errlen;
+	int64_t lock_timeout;
+	int in_txn;
+	int empty; /* no schema yet (read transaction) */
+	int created; /* schema created in this transaction */
+};
+
+static void
+set_err(struct sq *, const char *, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+set_err(struct sq *sq, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	n = snprintf(sq->err, sq->errlen, "%s: ", sq->path);
+	if (n < 0 || (size_t)n >= sq->errlen)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(sq->err + n, sq->errlen - (size_t)n, fmt, ap);
+	va_end(ap);
+}
+
+/* Put SQLite's failure of step what into words a user can act on. */
+static void
+sql_err(struct sq *sq, const char *what)
+{
+	char t[32];
+	int rc = sqlite3_extended_errcode(sq->db);
+
+	switch (rc & 0xff) {
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		output_seconds(t, sizeof(t), sq->lock_timeout);
+		set_err(sq,
+		    "is locked by another process for longer than the "
+		    "lock timeout (%ss); try again or raise --lock-timeout",
+		    t);
+		break;
+	case SQLITE_NOTADB:
+		set_err(sq,
+		    "is not a throttle state file (not a SQLite "
+		    "database); it was left untouched");
+		break;
+	case SQLITE_CORRUPT:
+		set_err(sq,
+		    "is corrupt (%s); it was left untouched: move it "
+		    "aside to start afresh",
+		    sqlite3_errmsg(sq->db));
+		break;
+	case SQLITE_READONLY:
+		set_err(sq,
+		    "cannot be written (%s); check the permissions of "
+		    "the file and its folder",
+		    sqlite3_errmsg(sq->db));
+		break;
+	case SQLITE_FULL:
+		set_err(sq,
+		    "cannot be written: the disk is full; nothing was "
+		    "changed");
+		break;
+	case SQLITE_CANTOPEN:
+		set_err(sq,
+		    "cannot be opened (%s); check the permissions of "
+		    "the file and its folder",
+		    sqlite3_errmsg(sq->db));
+		break;
+	default:
+		set_err(sq, "%s failed: %s", what, sqlite3_errmsg(sq->db));
+		break;
+	}
+}
+
+/* Run one statement that returns no rows we need. */
+static int
+exec_sql(struct sq *sq, const char *sql)
+{
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (sqlite3_prepare_v2(sq->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, sql);
+		return -1;
+	}
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+		;
+	if (rc != SQLITE_DONE) {
+		sql_err(sq, sql);
+		sqlite3_finalize(stmt);
+		return -1;
+	}
+	sqlite3_finalize(stmt);
+	return 0;
+}
+
+/* Create the folders above path that do not exist yet, mode 0700. */
+static int
+make_parents(struct sq *sq)
+{
+	char dir[PATH_MAX];
+	char *p;
+	struct stat sb;
+
+	snprintf(dir, sizeof(dir), "%s", sq->path);
+	if ((p = strrchr(dir, '/')) == NULL || p == dir)
+		return 0;
+	*p = '\0';
+	if (stat(dir, &sb) == 0) {
+		if (S_ISDIR(sb.st_mode))
+			return 0;
+		set_err(sq, "cannot be created: %s is not a folder", dir);
+		return -1;
+	}
+	for (p = dir + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+
+		*p = '\0';
+		if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
+			set_err(sq, "cannot create the folder %s: %s", dir,
+			    strerror(errno));
+			return -1;
+		}
+		if (stat(dir, &sb) == -1 || !S_ISDIR(sb.st_mode)) {
+			set_err(sq, "cannot be created: %s is not a folder",
+			    dir);
+			return -1;
+		}
+		if ((*p = c) == '\0')
+			break;
+	}
+	return 0;
+}
+
+static uint32_t
+be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 |
+	    (uint32_t)p[2] << 8 | p[3];
+}
+
+static void
+foreign_err(struct sq *sq, int64_t app)
+{
+	if (app == 0)
+		set_err(sq,
+		    "is a SQLite database of another program (it has "
+		    "tables throttle did not make), not a throttle state "
+		    "file; it was left untouched");
+	else
+		set_err(sq,
+		    "is a SQLite database of another program "
+		    "(application_id 0x%08llx), not a throttle state file; "
+		    "it was left untouched",
+		    (unsigned long long)app);
+}
+
+/*
+ * Refuse a file that is plainly not ours before SQLite sees it, so nothing
+ * SQLite might do on open (recovering a hot journal, checkpointing) can
+ * touch another program's data.
+ */
+static int
+check_header(struct sq *sq)
+{
+	unsigned char h[HEADER_SIZE];
+	uint32_t app;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(sq->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
+		set_err(sq, "cannot be read: %s", strerror(errno));
+		return -1;
+	}
+	n = read(fd, h, sizeof(h));
+	close(fd);
+	if (n < 0) {
+		set_err(sq, "cannot be read: %s", strerror(errno));
+		return -1;
+	}
+	if (n < HEADER_SIZE || memcmp(h, "SQLite format 3", 16) != 0) {
+		set_err(sq,
+		    "is not a throttle state file (not a SQLite "
+		    "database); it was left untouched");
+		return -1;
+	}
+	app = be32(h + 68);
+	/*
+	 * Page 1 carries the application_id and the schema cookie together,
+	 * so a throttle file never shows tables without its id, even while
+	 * its first transaction still sits in the WAL.
+	 */
+	if (app != APPLICATION_ID && (app != 0 || be32(h + 40) != 0)) {
+		foreign_err(sq, app);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+sq_close(void *p)
+{
+	struct sq *sq = p;
+
+	if (sq == NULL)
+		return;
+	if (sq->in_txn)
+		exec_sql(sq, "ROLLBACK");
+	sqlite3_close(sq->db);
+	free(sq);
+}
+
+static void *
+sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
+{
+	struct sq *sq;
+	struct stat sb;
+	int flags, fresh = 0;
+	int64_t ms;
+
+	sq = xcalloc(1, sizeof(*sq));
+	sq->err = err;
+	sq->errlen = errlen;
+	sq->lock_timeout = lock_timeout;
+	if (snprintf(sq->path, sizeof(sq->path), "%s", path) >=
+		(int)sizeof(sq->path) ||
+	    path[0] == '\0') {
+		snprintf(err, errlen, "%s: the state file path is %s", path,
+		    path[0] == '\0' ? "empty" : "too long");
+		free(sq);
+		return NULL;
+	}
+	flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW |
+	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
+	if (lstat(path, &sb) == -1) {
+		if (errno != ENOENT) {
+			set_err(sq, "cannot be checked: %s", strerror(errno));
+			goto fail;
+		}
+		if (make_parents(sq) == -1)
+			goto fail;
+		flags |= SQLITE_OPEN_CREATE;
+		fresh = 1;
+	} else if (S_ISLNK(sb.st_mode)) {
+		set_err(sq,
+		    "is a symbolic link; give the path of the state "
+		    "file itself");
+		goto fail;
+	} else if (!S_ISREG(sb.st_mode)) {
+		set_err(sq,
+		    "is not a regular file; give the path of a "
+		    "throttle state file");
+		goto fail;
+	} else if (sb.st_size == 0)
+		fresh = 1;
+	else if (check_header(sq) == -1)
+		goto fail;
+
+	if (sqlite3_open_v2(path, &sq->db, flags, NULL) != SQLITE_OK) {
+		if (sq->db == NULL)
+			set_err(sq, "cannot be opened: out of memory");
+		else
+			sql_err(sq, "open");
+		goto fail;
+	}
+	ms = (lock_timeout + 999) / 1000;
+	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
+	if (fresh && exec_sql(sq, "PRAGMA journal_mode=WAL") == -1)
+		goto fail;
+	return sq;
+fail:
+	sqlite3_close(sq->db);
+	free(sq);
+	return NULL;
+}
+
+/*
+ * Check, inside the transaction, that the file is ours and current; create
+ * the schema in an empty file.
+ */
+static int
+verify(struct sq *sq, int write)
+{
+	sqlite3_stmt *stmt;
+	int64_t app, version, tables;
+	char sql[64];
+	int i;
+
+	if (sqlite3_prepare_v2(sq->db,
+		"SELECT (SELECT application_id FROM pragma_application_id),"
+		" (SELECT user_version FROM pragma_user_version),"
+		" (SELECT count(*) FROM sqlite_schema)",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "reading the schema version");
+		return -1;
+	}
+	if (sqlite3_step(stmt) != SQLITE_ROW) {
+		sql_err(sq, "reading the schema version");
+		sqlite3_finalize(stmt);
+		return -1;
+	}
+	app = sqlite3_column_int64(stmt, 0);
+	version = sqlite3_column_int64(stmt, 1);
+	tables = sqlite3_column_int64(stmt, 2);
+	sqlite3_finalize(stmt);
+
+	if (app == 0 && version == 0 && tables == 0) {
+		if (!write) {
+			sq->empty = 1;
+			return 0;
+		}
+		sq->created = 1;
+	} else if (app != APPLICATION_ID) {
+		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+		    NULL);
+		foreign_err(sq, app);
+		return -1;
+	} else if (version > SCHEMA_VERSION) {
+		set_err(sq,
+		    "was written by a newer version of throttle "
+		    "(schema %lld; this one knows %d); upgrade throttle",
+		    (long long)version, SCHEMA_VERSION);
+		return -1;
+	} else if (version == SCHEMA_VERSION)
+		return 0;
+	else if (!write) {
+		set_err(sq,
+		    "has an older schema (%lld); run a command that "
+		    "writes, such as consume, to upgrade it",
+		    (long long)version);
+		return -1;
+	}
+	for (i = (int)version; i < SCHEMA_VERSION; i++)
+		if (exec_sql(sq, migrations[i]) == -1)
+			return -1;
+	snprintf(sql, sizeof(sql), "PRAGMA application_id=%d", APPLICATION_ID);
+	if (exec_sql(sq, sql) == -1)
+		return -1;
+	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
+	return exec_sql(sq, sql);
+}
+
+static int
+sq_begin(void *p, int write)
+{
+	struct sq *sq = p;
+
+	sq->empty = sq->created = 0;
+	if (write && sqlite3_db_readonly(sq->db, "main") == 1) {
+		set_err(sq,
+		    "cannot be written (permission denied); check the "
+		    "permissions of the file and its folder");
+		return -1;
+	}
+	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1)
+		return -1;
+	sq->in_txn = 1;
+	if (verify(sq, write) == -1) {
+		exec_sql(sq, "ROLLBACK");
+		sq->in_txn = 0;
+		return -1;
+	}
+	return 0;
+}
+
+static int
+blob_key(struct sq *sq, const void *blob, int len, struct keyrec *rec)
+{
+	if (blob == NULL || len <= 0 || len > KEY_MAX) {
+		set_err(sq,
+		    "holds a key of %d bytes, which throttle never "
+		    "writes; the file was edited by something else",
+		    len);
+		return -1;
+	}
+	memcpy(rec->key, blob, (size_t)len);
+	rec->key[len] = '\0';
+	rec->keylen = (size_t)len;
+	return 0;
+}
+
+/* Decode the columns after the key (algorithm, lim, ..., rest_at). */
+static int
+decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
+{
+	const char *name;
+	int i;
+
+	name = (const char *)sqlite3_column_text(stmt, col);
+	for (i = col + 1; i < col + 8; i++) {
+		if (sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
+			set_err(sq,
+			    "holds a key whose state is not a number "
+			    "(column %d); the file was edited by something "
+			    "else",
+			    i);
+			return -1;
+		}
+	}
+	rec->limit.algo = name == NULL ? NULL : algo_find(name);
+	if (rec->limit.algo == NULL ||
+	    strcmp(rec->limit.algo->name, name) != 0) {
+		set_err(sq,
+		    "holds a key with an unknown algorithm '%.32s' "
+		    "(written by a newer throttle?)",
+		    name ? name : "");
+		return -1;
+	}
+	rec->limit.count = sqlite3_column_int64(stmt, col + 1);
+	rec->limit.period = sqlite3_column_int64(stmt, col + 2);
+	rec->limit.burst = sqlite3_column_int64(stmt, col + 3);
+	for (i = 0; i < STATE_FIELDS; i++)
+		rec->state.v[i] = sqlite3_column_int64(stmt, col + 4 + i);
+	rec->rest_at = sqlite3_column_int64(stmt, col + 4 + STATE_FIELDS);
+	return 0;
+}
+
+static int
+sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc, ret = -1;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db,
+		"SELECT algorithm, lim, period, burst, s1, s2, s3, rest_at"
+		" FROM key_state WHERE key = :key",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "loading a key");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_DONE)
+		ret = 0;
+	else if (rc != SQLITE_ROW)
+		sql_err(sq, "loading a key");
+	else if (decode(sq, stmt, 0, rec) == 0) {
+		memcpy(rec->key, key, keylen);
+		rec->key[keylen] = '\0';
+		rec->keylen = keylen;
+		ret = 1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+static int
+sq_save(void *p, const struct keyrec *rec)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int i, rc;
+
+	if (sqlite3_prepare_v2(sq->db,
+		"INSERT OR REPLACE INTO key_state"
+		" (key, algorithm, lim, period, burst, s1, s2, s3, rest_at)"
+		" VALUES (:key, :algorithm, :lim, :period, :burst,"
+		" :s1, :s2, :s3, :rest_at)",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "saving a key");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, rec->key, (int)rec->keylen, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, rec->limit.algo->name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 3, rec->limit.count);
+	sqlite3_bind_int64(stmt, 4, rec->limit.period);
+	sqlite3_bind_int64(stmt, 5, rec->limit.burst);
+	for (i = 0; i < STATE_FIELDS; i++)
+		sqlite3_bind_int64(stmt, 6 + i, rec->state.v[i]);
+	sqlite3_bind_int64(stmt, 6 + STATE_FIELDS, rec->rest_at);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		sql_err(sq, "saving a key");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sq_del(void *p, const char *key, size_t keylen)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db, "DELETE FROM key_state WHERE key = :key",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "forgetting a key");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		sql_err(sq, "forgetting a key");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	struct keyrec *rec;
+	int rc, ret = 0;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db,
+		"SELECT key, algorithm, lim, period, burst, s1, s2, s3, rest_at"
+		" FROM key_state ORDER BY key",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "listing keys");
+		return -1;
+	}
+	rec = xmalloc(sizeof(*rec));
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
+			sqlite3_column_bytes(stmt, 0), rec) == -1 ||
+		    decode(sq, stmt, 1, rec) == -1) {
+			ret = -1;
+			break;
+		}
+		if ((ret = fn(rec, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE) {
+		sql_err(sq, "listing keys");
+		ret = -1;
+	}
+	free(rec);
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+static int
+sq_commit(void *p)
+{
+	struct sq *sq = p;
+
+	if (exec_sql(sq, "COMMIT") == -1) {
+		exec_sql(sq, "ROLLBACK");
+		sq->in_txn = 0;
+		return -1;
+	}
+	sq->in_txn = 0;
+	if (sq->created) {
+		/*
+		 * A new file: make sure it is in WAL mode (an empty database
+		 * we adopted may not be) and move the header into the main
+		 * file, so check_header() recognises it from now on.  Neither
+		 * step matters to the commit just made.
+		 */
+		sq->created = 0;
+		exec_sql(sq, "PRAGMA journal_mode=WAL");
+		exec_sql(sq, "PRAGMA wal_checkpoint(TRUNCATE)");
+	}
+	return 0;
+}
+
+static void
+sq_rollback(void *p)
+{
+	struct sq *sq = p;
+
+	if (sq->in_txn)
+		exec_sql(sq, "ROLLBACK");
+	sq->in_txn = 0;
+}
+
+const struct store_ops store_sqlite_ops = {
+	.open = sq_open,
+	.begin = sq_begin,
+	.load = sq_load,
+	.save = sq_save,
+	.del = sq_del,
+	.list = sq_list,
+	.commit = sq_commit,
+	.rollback = sq_rollback,
+	.close = sq_close,
+};
+
+/* The SQLite library version this binary runs with. */
+const char *
+store_sqlite_version(void)
+{
+	return sqlite3_libversion();
+}

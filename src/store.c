@@ -1,0 +1,141 @@
+/*
+ * store.c: the store interface, in front of store-sqlite.c (and later other
+ * stores).  A command runs one transaction: begin, load, save or delete,
+ * commit.  Every function returns -1 on failure and leaves a message that
+ * names the store in store_error(); nothing here prints or exits.
+ *
+ * store_commit() may return STORE_RETRY when a store that works by
+ * compare-and-set lost a race; the command then runs its transaction again.
+ */
+#include <errno.h>
+#include <pwd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "throttle.h"
+
+struct store {
+	const struct store_ops *ops;
+	void *impl;
+	char err[STORE_ERR_MAX];
+};
+
+/* Open the store named by spec (a file path). */
+struct store *
+store_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
+{
+	struct store *st;
+
+	st = xcalloc(1, sizeof(*st));
+	st->ops = &store_sqlite_ops;
+	st->impl = st->ops->open(spec, lock_timeout, st->err, sizeof(st->err));
+	if (st->impl == NULL) {
+		snprintf(err, errlen, "%s", st->err);
+		free(st);
+		return NULL;
+	}
+	return st;
+}
+
+/* Start a transaction; write is nonzero if it may change anything. */
+int
+store_begin(struct store *st, int write)
+{
+	return st->ops->begin(st->impl, write);
+}
+
+/* Load a key: 1 if found, 0 if it has no state, -1 on error. */
+int
+store_load(struct store *st, const char *key, size_t keylen, struct keyrec *rec)
+{
+	return st->ops->load(st->impl, key, keylen, rec);
+}
+
+/* Save a key's record, replacing any earlier one. */
+int
+store_save(struct store *st, const struct keyrec *rec)
+{
+	return st->ops->save(st->impl, rec);
+}
+
+/* Forget a key; forgetting a key that has no state is not an error. */
+int
+store_delete(struct store *st, const char *key, size_t keylen)
+{
+	return st->ops->del(st->impl, key, keylen);
+}
+
+/* Call fn for every key in key order; stop early if it returns nonzero. */
+int
+store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
+    void *arg)
+{
+	return st->ops->list(st->impl, fn, arg);
+}
+
+/* Commit: 0 done, STORE_RETRY run the transaction again, -1 error. */
+int
+store_commit(struct store *st)
+{
+	return st->ops->commit(st->impl);
+}
+
+/* Abandon the transaction, if one is open. */
+void
+store_rollback(struct store *st)
+{
+	st->ops->rollback(st->impl);
+}
+
+/* The message left by the last failure. */
+const char *
+store_error(const struct store *st)
+{
+	return st->err;
+}
+
+/* Close the store; NULL is ignored. */
+void
+store_close(struct store *st)
+{
+	if (st == NULL)
+		return;
+	st->ops->close(st->impl);
+	free(st);
+}
+
+/*
+ * The default state file: /var/lib/throttle/state.db for root, otherwise
+ * $XDG_STATE_HOME/throttle/state.db or ~/.local/state/throttle/state.db.
+ */
+int
+store_default_path(char *buf, size_t len, const char **errstr)
+{
+	const char *base, *home;
+	struct passwd *pw;
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(buf, len, "/var/lib/throttle/state.db");
+	else if ((base = getenv("XDG_STATE_HOME")) != NULL && base[0] == '/')
+		n = snprintf(buf, len, "%s/throttle/state.db", base);
+	else {
+		home = getenv("HOME");
+		if ((home == NULL || home[0] != '/') &&
+		    (pw = getpwuid(geteuid())) != NULL)
+			home = pw->pw_dir;
+		if (home == NULL || home[0] != '/') {
+			*errstr = "no home folder to keep state in; give --db "
+				  "or set THROTTLE_DB";
+			return -1;
+		}
+		n = snprintf(buf, len, "%s/.local/state/throttle/state.db",
+		    home);
+	}
+	if (n < 0 || (size_t)n >= len) {
+		*errstr = "the default state file path is too long; give --db";
+		return -1;
+	}
+	return 0;
+}

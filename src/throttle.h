@@ -1,0 +1,228 @@
+/*
+ * throttle.h: shared types, exit codes and the module map.
+ *
+ * Every time inside throttle is an int64_t count of microseconds: absolute
+ * times since the Unix epoch, durations as differences.  Only parse.c reads
+ * other units and only output.c writes them.
+ *
+ * Prototypes are grouped under the file that defines them; a file's exported
+ * names start with its own name (store-sqlite.c exports store_sqlite_*).
+ */
+#ifndef THROTTLE_H
+#define THROTTLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define THROTTLE_VERSION "0.1.0"
+
+/* 128-bit intermediates keep products such as now * N exact. */
+__extension__ typedef __int128 i128;
+
+/* Exit codes: the whole contract with calling scripts. */
+enum exit_code {
+	EXIT_ALLOWED = 0, /* allowed, or the command did what it was asked */
+	EXIT_REFUSED = 1, /* throttled; nothing was changed */
+	EXIT_USAGE = 2, /* bad command line or input */
+	EXIT_STATE = 3 /* the state store failed; nothing was changed */
+};
+
+#define KEY_MAX 1024 /* bytes */
+#define US_PER_SEC INT64_C(1000000)
+#define DURATION_MAX (INT64_C(1) << 62) /* about 146,000 years, in us */
+#define TIME_MAX INT64_C(253402300800000000) /* year 10000, in us */
+#define COUNT_MAX INT64_MAX
+
+enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SHELL };
+
+enum on_error { ON_ERROR_FAIL, ON_ERROR_ALLOW, ON_ERROR_DENY };
+
+/* A limit as given on the command line or remembered with a key. */
+struct limit {
+	const struct algo *algo;
+	int64_t count; /* N units ... */
+	int64_t period; /* ... per this many microseconds */
+	int64_t burst; /* units that may be taken at once from rest */
+};
+
+/*
+ * A key's saved algorithm state: a few integers whose meaning belongs to the
+ * algorithm (see the opening comment of each algo-*.c).  A key that has
+ * never been used has all fields zero.
+ */
+#define STATE_FIELDS 3
+struct kstate {
+	int64_t v[STATE_FIELDS];
+};
+
+/* What an algorithm answers for one request. */
+struct decision {
+	int allowed;
+	int64_t remaining; /* units left after this request */
+	int64_t retry_after; /* us until this request would be allowed */
+	int64_t reset_after; /* us until the key is back at rest */
+};
+
+/* One algorithm: pure functions over plain data, no I/O, no clock. */
+struct algo {
+	const char *name;
+	const char *aliases[3];
+	/* Decide whether cost units may be taken at now; fill *next. */
+	void (*decide)(const struct limit *, const struct kstate *, int64_t now,
+	    int64_t cost, struct decision *, struct kstate *next);
+	/* Give cost units back (never beyond capacity). */
+	void (*release)(const struct limit *, const struct kstate *,
+	    int64_t now, int64_t cost, struct kstate *next);
+	/* Adapt state saved under old limit for use under new one. */
+	void (*convert)(const struct limit *old, const struct limit *new,
+	    const struct kstate *, struct kstate *next);
+	/* 0 if a stored state is one this algorithm could have written. */
+	int (*valid)(const struct limit *, const struct kstate *);
+};
+
+/* A key's record in the store. */
+struct keyrec {
+	char key[KEY_MAX + 1];
+	size_t keylen;
+	struct limit limit;
+	struct kstate state;
+	int64_t rest_at; /* when the key is back at rest (for gc) */
+};
+
+/* Options gathered from the command line and environment. */
+struct opts {
+	const char *db;
+	char dbbuf[4096];
+	enum format format;
+	int quiet;
+	int64_t lock_timeout;
+	enum on_error on_error;
+	int64_t now;
+
+	/* command options */
+	int has_limit, has_burst, has_algorithm;
+	struct limit limit; /* from --limit, --burst, --algorithm */
+	const char *limit_text; /* --limit as typed, for messages */
+	int64_t cost;
+
+	/* operand */
+	const char *operand;
+	const char *key;
+	size_t keylen;
+};
+
+/* Which command options a command takes (cmd_entry.options). */
+#define CMDOPT_LIMIT 0x01
+#define CMDOPT_BURST 0x02
+#define CMDOPT_ALGORITHM 0x04
+#define CMDOPT_COST 0x08
+
+/* One command: cmd-<name>.c exports cmd_<name>_entry. */
+struct cmd_entry {
+	const char *name;
+	const char *args; /* usage after the name */
+	const char *summary;
+	int options; /* CMDOPT_* it takes */
+	int min_args, max_args;
+	int operand_is_key;
+	int (*exec)(struct opts *);
+};
+
+/* One key's numbers, ready for output. */
+struct result {
+	const char *key;
+	size_t keylen;
+	const struct limit *limit;
+	int inspect; /* a state, not a decision */
+	int allowed;
+	int64_t cost;
+	int64_t remaining;
+	int64_t retry_after;
+	int64_t reset_after;
+};
+
+/* algo.c */
+const struct algo *algo_find(const char *);
+extern const struct algo *const algo_table[];
+
+/* algo-gcra.c */
+extern const struct algo algo_gcra;
+
+/* clock.c */
+int clock_now(int64_t *, const char **);
+
+/* cmd.c */
+int cmd_main(int, char **);
+struct store *cmd_open(const struct opts *, int *);
+int
+cmd_load(const struct opts *, struct store *, struct keyrec *, char *, size_t);
+int cmd_fail(const struct opts *, struct store *, const char *);
+
+/* limit.c */
+int limit_validate(const struct limit *, const char **);
+int limit_same(const struct limit *, const struct limit *);
+void
+limit_carry(const struct limit *, const struct keyrec *, int, struct kstate *);
+int limit_check_record(const struct keyrec *, const char **);
+
+/* log.c */
+void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
+void
+die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
+int state_error(const struct opts *, const char *);
+
+/* output.c */
+size_t output_seconds(char *, size_t, int64_t);
+size_t output_duration(char *, size_t, int64_t);
+void output_escape_text(FILE *, const char *, size_t);
+void output_result(const struct opts *, const struct result *);
+void output_throttled(const struct opts *, const struct result *);
+void output_mapped_error(const struct opts *, int, const char *);
+
+/* parse.c */
+int parse_duration(const char *, int64_t *, const char **);
+int parse_count(const char *, int64_t, int64_t *, const char **);
+int parse_limit(const char *, int64_t *, int64_t *, const char **);
+int parse_time(const char *, int64_t *, const char **);
+int parse_format(const char *, enum format *);
+int parse_on_error(const char *, enum on_error *);
+
+/* store.c */
+#define STORE_ERR_MAX 1536
+#define STORE_RETRY 1
+struct store;
+/* What a store implements; errors go to the buffer given to open. */
+struct store_ops {
+	void *(*open)(const char *, int64_t, char *, size_t);
+	int (*begin)(void *, int);
+	int (*load)(void *, const char *, size_t, struct keyrec *);
+	int (*save)(void *, const struct keyrec *);
+	int (*del)(void *, const char *, size_t);
+	int (*list)(void *, int (*)(const struct keyrec *, void *), void *);
+	int (*commit)(void *);
+	void (*rollback)(void *);
+	void (*close)(void *);
+};
+struct store *store_open(const char *, int64_t, char *, size_t);
+int store_begin(struct store *, int);
+int store_load(struct store *, const char *, size_t, struct keyrec *);
+int store_save(struct store *, const struct keyrec *);
+int store_delete(struct store *, const char *, size_t);
+int store_list(struct store *, int (*)(const struct keyrec *, void *), void *);
+int store_commit(struct store *);
+void store_rollback(struct store *);
+const char *store_error(const struct store *);
+void store_close(struct store *);
+int store_default_path(char *, size_t, const char **);
+
+/* store-sqlite.c */
+extern const struct store_ops store_sqlite_ops;
+const char *store_sqlite_version(void);
+
+/* xmalloc.c */
+void *xmalloc(size_t);
+void *xcalloc(size_t, size_t);
+char *xstrdup(const char *);
+
+#endif /* THROTTLE_H */

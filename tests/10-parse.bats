@@ -1,0 +1,86 @@
+#!/usr/bin/env bats
+# Durations, limits, numbers and THROTTLE_NOW as the command line takes them.
+
+load lib
+
+@test "good limits and durations are accepted" {
+	for l in 3/60s 5/15m 100/m 1000/1d 2/1h30m 10/0.5s 1/250ms 7/1w 4/90 1/1.5h; do
+		run at 100 check k --limit "$l"
+		[ "$status" -eq 0 ] || { echo "refused: $l: $output"; return 1; }
+	done
+}
+
+@test "a bare unit means one of it, a bare number means seconds" {
+	run at 100 check k --limit 100/m --format json
+	[ "$(field period "$output")" = 60 ]
+	run at 100 check k --limit 4/90 --format json
+	[ "$(field period "$output")" = 90 ]
+	run at 100 check k --limit 2/1h30m --format json
+	[ "$(field period "$output")" = 5400 ]
+	run at 100 check k --limit 1/250ms --format json
+	[ "$(field period "$output")" = 0.25 ]
+}
+
+@test "bad limits exit 2 naming --limit and the value" {
+	for l in 5 /5s 5/ 0/1s 5/0s -1/1s a/1s 5/1x 5/1m1h 5/1s1s 5/1.s 5/0.0000001s \
+	    18446744073709551615/1ms 1/1000000000w ''; do
+		run at 100 check k --limit "$l"
+		[ "$status" -eq 2 ] || { echo "accepted: '$l'"; return 1; }
+		[[ "$output" == "throttle: --limit: '$l' "* ]] || { echo "$output"; return 1; }
+	done
+}
+
+@test "the largest numbers give a clear answer, never an overflow" {
+	run at 100 consume k --limit 9223372036854775807/1ms --cost 9223372036854775807
+	[ "$status" -eq 0 ]
+	run at 100 consume k2 --limit 1/1000000w
+	[ "$status" -eq 0 ]
+	run at 100 consume k2 --limit 1/1000000w --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 604800000000 ]
+	run at 100 consume k3 --limit 1/1s --cost 9223372036854775808
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--cost"*"too large"* ]]
+	run at 100 consume k4 --limit 1/1000000w --burst 10
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"146000 years"* ]]
+}
+
+@test "--burst and --cost take whole numbers" {
+	for b in 0 -1 1.5 x ''; do
+		run at 1 check k --limit 1/1s --burst "$b"
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"--burst: '$b'"* ]]
+	done
+	for c in -1 1.5 x ''; do
+		run at 1 check k --limit 1/1s --cost "$c"
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"--cost: '$c'"* ]]
+	done
+}
+
+@test "--lock-timeout takes a duration" {
+	run at 1 check k --limit 1/1s --lock-timeout 250ms
+	[ "$status" -eq 0 ]
+	run at 1 check k --limit 1/1s --lock-timeout soon
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--lock-timeout: 'soon'"* ]]
+}
+
+@test "THROTTLE_NOW: decimal seconds; negative or non-numeric is exit 2" {
+	run at 1000.25 consume k --limit 1/1s --format json
+	[ "$status" -eq 0 ]
+	run at 1000.5 consume k --limit 1/1s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 0.75 ]
+	for t in -1 abc 1e9 '10 ' 99999999999999; do
+		run at "$t" consume k --limit 1/1s
+		[ "$status" -eq 2 ]
+		[[ "$output" == "throttle: THROTTLE_NOW: '$t' "* ]]
+	done
+}
+
+@test "an empty THROTTLE_NOW means the real clock" {
+	run env THROTTLE_NOW= "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bats
+# The commands and the command line: release, reset, inspect, help, usage.
+
+load lib
+
+@test "release gives units back, never beyond capacity" {
+	at 10 consume k --limit 5/50s --cost 4
+	run at 10 release k --cost 2 --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 3 ]
+	run at 10 release k --cost 100 --format json
+	[ "$(field remaining "$output")" = 5 ]
+	[ "$(field reset_after "$output")" = 0 ]
+	for n in 1 2 3 4 5; do at 10 consume k --limit 5/50s; done
+	run at 10 consume k --limit 5/50s
+	[ "$status" -eq 1 ]
+}
+
+@test "release uses the key's stored limit, and a key with no state is a no-op" {
+	at 10 consume k --limit 2/20s --cost 2
+	run at 10 release k
+	[ "$status" -eq 0 ]
+	run at 10 consume k --limit 2/20s
+	[ "$status" -eq 0 ]
+	run at 10 release nothing-here
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	run "$THROTTLE" inspect nothing-here
+	[ "$status" -eq 1 ]
+}
+
+@test "reset forgets the key, and exits 0 for a key with no state" {
+	at 10 consume k --limit 1/1h
+	run at 11 consume k --limit 1/1h
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" reset k
+	[ "$status" -eq 0 ]
+	run at 11 consume k --limit 1/1h
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" reset never-seen
+	[ "$status" -eq 0 ]
+}
+
+@test "inspect shows a key's remembered limit and state without limit options" {
+	at 100 consume login:alice --limit 5/15m --cost 2
+	run at 100 inspect login:alice
+	[ "$status" -eq 0 ]
+	[ "$output" = "login:alice algorithm=gcra limit=5/15m burst=5 remaining=3 retry_after=0s reset_after=360s" ]
+	run at 100 inspect login:alice --format json
+	[ "$output" = '{"key":"login:alice","algorithm":"gcra","limit":5,"period":900,"burst":5,"remaining":3,"retry_after":0,"reset_after":360}' ]
+	run at 400 inspect login:alice --format json
+	[ "$(field remaining "$output")" = 4 ]
+	[ "$(field reset_after "$output")" = 60 ]
+}
+
+@test "inspect without a key lists every key; a key with no state exits 1" {
+	at 100 consume b --limit 1/1m
+	at 100 consume a --limit 2/1h
+	run at 100 inspect
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "a algorithm=gcra limit=2/1h burst=2 remaining=1 retry_after=0s reset_after=1800s" ]
+	[ "${lines[1]}" = "b algorithm=gcra limit=1/1m burst=1 remaining=0 retry_after=60s reset_after=60s" ]
+	run at 100 inspect --format json
+	[ "${#lines[@]}" -eq 2 ]
+	run --separate-stderr "$THROTTLE" inspect zzz
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: zzz: no state (never used, reset, or forgotten)" ]
+	run "$THROTTLE" inspect --format shell
+	[ "$status" -eq 2 ]
+}
+
+@test "inspect on a file with no keys lists nothing" {
+	run "$THROTTLE" inspect
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+}
+
+@test "a changed limit keeps the time the key comes back to rest" {
+	at 0 consume k --limit 3/30s --cost 3
+	run at 0 check k --limit 6/60s --cost 0 --format json
+	[ "$(field reset_after "$output")" = 30 ]
+	[ "$(field remaining "$output")" = 3 ]
+	run at 0 inspect k --format json
+	[ "$(field limit "$output")" = 3 ]
+	at 0 consume k --limit 6/60s
+	run at 0 inspect k --format json
+	[ "$(field limit "$output")" = 6 ]
+}
+
+@test "global options go before or after the command" {
+	run at 1 "$THROTTLE" --format json consume k --limit 1/1s
+	run env THROTTLE_NOW=1 "$THROTTLE" --format json --db "$TMP/x.db" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	[ "$(field allowed "$output")" = true ]
+	run env THROTTLE_NOW=1 "$THROTTLE" consume k --limit=1/1s --db="$TMP/x.db" --format=json
+	[ "$status" -eq 1 ]
+	[ "$(field allowed "$output")" = false ]
+	run env THROTTLE_NOW=1 "$THROTTLE" --limit 1/1s consume -- -dash-key
+	[ "$status" -eq 0 ]
+}
+
+@test "usage errors exit 2 and say what is wrong" {
+	run "$THROTTLE"
+	[ "$status" -eq 2 ]
+	[[ "$output" == usage:* ]]
+	run "$THROTTLE" frobnicate k
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: frobnicate: unknown command"* ]]
+	run "$THROTTLE" cons k --limit 1/1s
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" consume k --limit 1/1s --frob
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: --frob: unknown option"* ]]
+	run "$THROTTLE" consume k
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"no limit for this key"*"--limit"* ]]
+	run "$THROTTLE" consume --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"the key is missing"* ]]
+	run "$THROTTLE" consume a b --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'b' is one argument too many"* ]]
+	run "$THROTTLE" consume k --limit
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--limit: needs a value"* ]]
+	run "$THROTTLE" consume k --limit 1/1s --limit 2/1s
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" consume k --burst 3
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--burst goes with --limit"* ]]
+	run "$THROTTLE" reset k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--limit does not apply"* ]]
+	run "$THROTTLE" consume k --limit 1/1s --algorithm leaky
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--algorithm: 'leaky' is not an algorithm"* ]]
+	run "$THROTTLE" consume k --limit 1/1s --format xml
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" consume k --limit 1/1s --on-error open
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" consume k --limit 1/1s --quiet=yes
+	[ "$status" -eq 2 ]
+	run env THROTTLE_FORMAT=yaml "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"THROTTLE_FORMAT: 'yaml'"* ]]
+	[ ! -e state.db ]
+}
+
+@test "keys: empty is refused, 1024 bytes is the most" {
+	run "$THROTTLE" consume "" --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"the key is empty"* ]]
+	k1024=$(printf 'k%.0s' $(seq 1024))
+	run at 1 consume "$k1024" --limit 1/1s
+	[ "$status" -eq 0 ]
+	run at 1 consume "${k1024}x" --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"1025 bytes, longer than the 1024 allowed"* ]]
+	run at 1 consume "$k1024" --limit 1/1s
+	[ "$status" -eq 1 ]
+}
+
+@test "hostile keys are kept apart, bound as data, never as SQL" {
+	keys=("it's" '%' '_' 'a%' 'a_' 'ab' "x'); DROP TABLE key_state; --" $'new\nline' 'ключ:пароль' '*' '\' '"' ' ')
+	for k in "${keys[@]}"; do
+		run at 1 consume "$k" --limit 1/1h
+		[ "$status" -eq 0 ] || { echo "first use of [$k] refused"; return 1; }
+	done
+	for k in "${keys[@]}"; do
+		run at 2 consume "$k" --limit 1/1h
+		[ "$status" -eq 1 ] || { echo "second use of [$k] allowed"; return 1; }
+	done
+	[ "$(sqlite3 state.db 'SELECT count(*) FROM key_state')" -eq "${#keys[@]}" ]
+	run at 2 consume "a" --limit 1/1h
+	[ "$status" -eq 0 ]
+}
+
+@test "--help, help COMMAND and --version" {
+	run "$THROTTLE" --help
+	[ "$status" -eq 0 ]
+	[[ "$output" == usage:* ]]
+	for c in consume check release inspect reset help; do
+		[[ "$output" == *"  $c "* ]] || { echo "no $c in --help"; return 1; }
+	done
+	run "$THROTTLE" help consume
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == "usage: throttle consume KEY --limit N/PERIOD"* ]]
+	[[ "$output" == *"--cost N"* ]]
+	run "$THROTTLE" consume --help
+	[[ "${lines[0]}" == "usage: throttle consume"* ]]
+	run "$THROTTLE" help nope
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" --version
+	[ "$status" -eq 0 ]
+	[[ "$output" == "throttle "[0-9]*"sqlite"* ]]
+}

@@ -1,0 +1,262 @@
+#!/usr/bin/env bats
+# The state file: creation, files that are not ours, errors, --on-error.
+# Exit 3 must leave the file exactly as it was.
+
+load lib
+
+# unchanged FILE: FILE has the same bytes as FILE.orig and nothing was
+# created beside it.
+unchanged() {
+	cmp "$1" "$1.orig"
+	[ ! -e "$1-wal" ] && [ ! -e "$1-shm" ] && [ ! -e "$1-journal" ]
+}
+
+@test "the first call creates the file and its folders, in WAL mode" {
+	run at 1 consume k --limit 1/1s --db "$TMP/a/b/c/state.db"
+	[ "$status" -eq 0 ]
+	[ -f "$TMP/a/b/c/state.db" ]
+	[ "$(stat -c %a "$TMP/a/b/c")" = 700 ]
+	[ "$(stat -c %a "$TMP/a")" = 700 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 1 ]
+}
+
+@test "the default file: XDG_STATE_HOME, else ~/.local/state" {
+	unpriv "$TMP/u"
+	unset THROTTLE_DB
+	run env HOME="$TMP/u/home" XDG_STATE_HOME="$TMP/u/xdg" THROTTLE_NOW=1 \
+	    "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	[ -f "$TMP/u/xdg/throttle/state.db" ]
+	run env HOME="$TMP/u/home" THROTTLE_NOW=1 "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	[ -f "$TMP/u/home/.local/state/throttle/state.db" ]
+	[ "$(stat -c %a "$TMP/u/home/.local/state/throttle")" = 700 ]
+	# a relative XDG_STATE_HOME is ignored, as the XDG spec says
+	run env HOME="$TMP/u/home2" XDG_STATE_HOME=rel THROTTLE_NOW=1 "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	[ -f "$TMP/u/home2/.local/state/throttle/state.db" ]
+}
+
+@test "root's default file is /var/lib/throttle/state.db" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root"
+	command -v unshare >/dev/null || skip "needs unshare (util-linux)"
+	# A private tmpfs over /var/lib, so the real one is never touched.
+	unset THROTTLE_DB
+	run unshare -m sh -c 'mount -t tmpfs none /var/lib &&
+	    THROTTLE_NOW=1 "$0" consume k --limit 1/1s &&
+	    stat -c "%a %F" /var/lib/throttle /var/lib/throttle/state.db' \
+	    "$THROTTLE"
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "700 directory" ]
+	[ "${lines[1]}" = "644 regular file" ] || [ "${lines[1]}" = "600 regular file" ]
+}
+
+@test "THROTTLE_DB and --db choose the file; --db wins" {
+	run at 1 consume k --limit 1/1s --db "$TMP/other.db"
+	[ -f "$TMP/other.db" ]
+	[ ! -e "$THROTTLE_DB" ]
+	at 1 consume k --limit 1/1s
+	[ -f "$THROTTLE_DB" ]
+}
+
+@test "an empty file is taken as a new state file" {
+	: >empty.db
+	run at 1 consume k --limit 1/1s --db empty.db
+	[ "$status" -eq 0 ]
+	run at 1 consume k --limit 1/1s --db empty.db
+	[ "$status" -eq 1 ]
+}
+
+@test "a file that is not SQLite: exit 3, bytes unchanged" {
+	printf 'my notes\nline two\n' >notes.txt
+	cp notes.txt notes.txt.orig
+	for cmd in "consume k --limit 1/1s" "check k --limit 1/1s" "release k" "reset k" "inspect" "inspect k"; do
+		run $THROTTLE $cmd --db notes.txt
+		[ "$status" -eq 3 ] || { echo "$cmd: $status"; return 1; }
+		[[ "$output" == "throttle: notes.txt: is not a throttle state file"*"left untouched" ]]
+		unchanged notes.txt
+	done
+	head -c 4096 /dev/urandom >random.bin
+	cp random.bin random.bin.orig
+	run at 1 consume k --limit 1/1s --db random.bin
+	[ "$status" -eq 3 ]
+	unchanged random.bin
+}
+
+@test "a SQLite database of another program: exit 3, bytes unchanged" {
+	sqlite3 app.db 'CREATE TABLE users(name TEXT); INSERT INTO users VALUES ("x")'
+	cp app.db app.db.orig
+	run at 1 consume k --limit 1/1s --db app.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"app.db: is a SQLite database of another program"* ]]
+	unchanged app.db
+	sqlite3 wal.db 'PRAGMA journal_mode=WAL; CREATE TABLE t(x)' >/dev/null
+	cp wal.db wal.db.orig
+	run at 1 consume k --limit 1/1s --db wal.db
+	[ "$status" -eq 3 ]
+	unchanged wal.db
+	sqlite3 id.db 'PRAGMA application_id=42'
+	sqlite3 id.db 'CREATE TABLE t(x)'
+	cp id.db id.db.orig
+	run at 1 inspect --db id.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"application_id 0x0000002a"* ]]
+	unchanged id.db
+}
+
+@test "a state file from a newer version is refused and left alone" {
+	at 1 consume k --limit 1/1s
+	sqlite3 state.db 'PRAGMA user_version=99'
+	cp state.db state.db.orig
+	run at 2 consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"newer version of throttle (schema 99"* ]]
+	cmp state.db state.db.orig
+}
+
+@test "a key whose stored state throttle never writes is refused, exit 3" {
+	at 1 consume k --limit 3/1s
+	at 1 consume other --limit 3/1s
+	sqlite3 state.db "UPDATE key_state SET s2 = 99 WHERE key = CAST('k' AS BLOB)"
+	cp state.db state.db.orig
+	run at 2 consume k --limit 3/1s
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the key 'k' has a state out of range"* ]]
+	cmp state.db state.db.orig
+	run at 2 consume other --limit 3/1s
+	[ "$status" -eq 0 ]
+	sqlite3 state.db "UPDATE key_state SET algorithm = 'quantum' WHERE key = CAST('k' AS BLOB)"
+	run at 2 inspect k
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"unknown algorithm 'quantum'"* ]]
+	sqlite3 state.db "UPDATE key_state SET algorithm = 'gcra', s1 = 'x' WHERE key = CAST('k' AS BLOB)"
+	run at 2 inspect
+	[ "$status" -eq 3 ]
+	run "$THROTTLE" reset k
+	[ "$status" -eq 0 ]
+	run at 2 consume k --limit 3/1s
+	[ "$status" -eq 0 ]
+}
+
+@test "a corrupt file: exit 3, bytes unchanged" {
+	for n in $(seq 50); do at 1 consume "key$n" --limit 1/1s; done
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	# overwrite the b-tree page header of page 2
+	page=$(sqlite3 state.db 'PRAGMA page_size')
+	printf 'garbage!garbage!garbage!' | dd of=state.db bs=1 seek="$page" conv=notrunc 2>/dev/null
+	cp state.db state.db.orig
+	run at 2 inspect
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state.db: is corrupt"*"left untouched"* ]]
+	cmp state.db state.db.orig
+	run at 2 consume key7 --limit 1/1s
+	[ "$status" -eq 3 ]
+	cmp state.db state.db.orig
+}
+
+@test "a folder, a device, a FIFO or a symlink is refused" {
+	mkdir dir.db
+	run at 1 consume k --limit 1/1s --db dir.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"dir.db: is not a regular file"* ]]
+	run at 1 consume k --limit 1/1s --db /dev/null
+	[ "$status" -eq 3 ]
+	mkfifo fifo.db
+	run at 1 consume k --limit 1/1s --db fifo.db
+	[ "$status" -eq 3 ]
+	at 1 consume k --limit 1/1s --db real.db
+	ln -s real.db link.db
+	run at 1 consume k --limit 1/1s --db link.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"link.db: is a symbolic link"* ]]
+	ln -s nowhere.db dangling.db
+	run at 1 consume k --limit 1/1s --db dangling.db
+	[ "$status" -eq 3 ]
+	[ ! -e nowhere.db ]
+}
+
+@test "an unwritable location: exit 3 naming the path" {
+	touch afile
+	run at 1 consume k --limit 1/1s --db afile/sub/state.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == "throttle: afile/sub/state.db: "* ]]
+	[ -f afile ] && [ ! -s afile ]
+}
+
+@test "a read-only state file or folder: exit 3, unchanged" {
+	unpriv "$TMP/u"
+	db=$TMP/u/state.db
+	"${UNPRIV[@]}" env THROTTLE_NOW=1 "$THROTTLE" consume k --limit 1/1h --db "$db"
+	sqlite3 "$db" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	rm -f "$db-wal" "$db-shm"
+	chmod 444 "$db"
+	cp "$db" "$TMP/orig.db"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$THROTTLE" consume k2 --limit 1/1h --db "$db"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state.db: cannot be "* ]]
+	cmp "$db" "$TMP/orig.db"
+	mkdir "$TMP/u/ro"
+	chmod 555 "$TMP/u/ro"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$THROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/sub/state.db"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"cannot create the folder $TMP/u/ro/sub: Permission denied"* ]]
+}
+
+@test "--on-error maps a store error to allow (0) or deny (1), still warning" {
+	touch afile
+	run --separate-stderr at 1 consume k --limit 1/1s --db afile/x.db --on-error fail
+	[ "$status" -eq 3 ]
+	run --separate-stderr at 1 consume k --limit 1/1s --db afile/x.db --on-error allow
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"allowing anyway (--on-error allow)" ]]
+	run --separate-stderr at 1 consume k --limit 1/1s --db afile/x.db --on-error deny --format json
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"refusing (--on-error deny)" ]]
+	[ "$(field allowed "$output")" = false ]
+	[[ "$output" == *'"error":"afile/x.db: cannot be checked'* ]]
+	run --separate-stderr at 1 consume k --limit 1/1s --db afile/x.db --on-error allow --format shell
+	eval "$output"
+	[ "$THROTTLE_ALLOWED" = 1 ]
+	[[ "$THROTTLE_ERROR" == afile/x.db:* ]]
+	# usage errors are never mapped
+	run at 1 consume k --limit 1/0s --on-error allow
+	[ "$status" -eq 2 ]
+}
+
+@test "a lock held too long: exit 3 after --lock-timeout, naming the file" {
+	at 1 consume k --limit 5/1s
+	mkfifo hold
+	(sqlite3 state.db <hold >/dev/null 2>&1 &)
+	exec 7>hold
+	echo 'BEGIN IMMEDIATE; SELECT 1;' >&7
+	sleep 0.3
+	start=$(date +%s%N)
+	run at 1 consume k --limit 5/1s --lock-timeout 300ms
+	end=$(date +%s%N)
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state.db: is locked by another process for longer than the lock timeout (0.3s)"* ]]
+	[ $(((end - start) / 1000000)) -ge 250 ]
+	run at 1 consume k --limit 5/1s --lock-timeout 0 --on-error deny
+	[ "$status" -eq 1 ]
+	echo 'COMMIT;' >&7
+	exec 7>&-
+	sleep 0.2
+	run at 1 consume k --limit 5/1s
+	[ "$status" -eq 0 ]
+}
+
+@test "check and inspect read while another process holds the write lock" {
+	at 1 consume k --limit 5/1s
+	mkfifo hold
+	(sqlite3 state.db <hold >/dev/null 2>&1 &)
+	exec 7>hold
+	echo 'BEGIN IMMEDIATE; SELECT 1;' >&7
+	sleep 0.3
+	run at 1 check k --limit 5/1s --lock-timeout 0
+	[ "$status" -eq 0 ]
+	run at 1 inspect k --lock-timeout 0
+	[ "$status" -eq 0 ]
+	echo 'COMMIT;' >&7
+	exec 7>&-
+}

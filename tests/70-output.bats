@@ -1,0 +1,90 @@
+#!/usr/bin/env bats
+# text, json and shell output; messages on stderr only.
+
+load lib
+
+@test "text: silent when allowed, one line on stderr when throttled" {
+	run --separate-stderr at 100 consume login:alice --limit 1/25s
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	run --separate-stderr at 112.5 consume login:alice --limit 1/25s
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "throttle: login:alice throttled, retry in 12.5s" ]
+}
+
+@test "-q and --quiet silence the throttled line" {
+	at 100 consume k --limit 1/1m
+	run --separate-stderr at 100 consume k --limit 1/1m -q
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "" ]
+	run --separate-stderr at 100 consume k --limit 1/1m --quiet
+	[ "$stderr" = "" ]
+}
+
+@test "json: one object on stdout with every field, message on stderr" {
+	run --separate-stderr at 100 consume k --limit 3/60s --format json
+	[ "$output" = '{"key":"k","allowed":true,"algorithm":"gcra","limit":3,"period":60,"burst":3,"cost":1,"remaining":2,"retry_after":0,"reset_after":20}' ]
+	[ "$stderr" = "" ]
+	at 100 consume k --limit 3/60s --cost 2
+	run --separate-stderr at 100.0005 consume k --limit 3/60s --format json
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"k","allowed":false,"algorithm":"gcra","limit":3,"period":60,"burst":3,"cost":1,"remaining":0,"retry_after":20,"reset_after":60}' ]
+	[ "$stderr" = "throttle: k throttled, retry in 20s" ]
+}
+
+@test "times are rounded up to the millisecond, never down" {
+	at 100 consume k --limit 3/60s --cost 3
+	run at 100.0005 consume k --limit 3/60s --format json
+	[ "$(field retry_after "$output")" = 20 ]
+	run at 100.0015 consume k --limit 3/60s --format json
+	[ "$(field retry_after "$output")" = 19.999 ]
+	[ "$(field reset_after "$output")" = 59.999 ]
+}
+
+@test "shell: eval-able variables, whole seconds rounded up" {
+	run --separate-stderr at 100 consume k --limit 3/60s --format shell
+	[ "$status" -eq 0 ]
+	eval "$output"
+	[ "$THROTTLE_ALLOWED" = 1 ]
+	[ "$THROTTLE_REMAINING" = 2 ]
+	[ "$THROTTLE_RETRY_AFTER" = 0 ]
+	[ "$THROTTLE_RESET_AFTER" = 20 ]
+	[ "$THROTTLE_RESET_AFTER_SECS" = 20 ]
+	[ "$THROTTLE_KEY" = k ]
+	[ "$THROTTLE_ALGORITHM" = gcra ]
+	at 100 consume k --limit 3/60s --cost 2
+	run --separate-stderr at 100.5 consume k --limit 3/60s --format shell
+	[ "$status" -eq 1 ]
+	eval "$output"
+	[ "$THROTTLE_ALLOWED" = 0 ]
+	[ "$THROTTLE_RETRY_AFTER" = 19.5 ]
+	[ "$THROTTLE_RETRY_AFTER_SECS" = 20 ]
+	[ "$THROTTLE_RESET_AFTER" = 59.5 ]
+	[ "$THROTTLE_RESET_AFTER_SECS" = 60 ]
+}
+
+@test "THROTTLE_FORMAT chooses the format; --format overrides it" {
+	run --separate-stderr env THROTTLE_FORMAT=json THROTTLE_NOW=1 "$THROTTLE" consume k --limit 2/1s
+	[ "$(field remaining "$output")" = 1 ]
+	run --separate-stderr env THROTTLE_FORMAT=json THROTTLE_NOW=1 "$THROTTLE" consume k --limit 2/1s --format shell
+	[[ "$output" == THROTTLE_KEY=* ]]
+}
+
+@test "hostile keys cannot break json, shell or the terminal" {
+	key=$'it\'s "q" \\ $(touch pwned) `x`\nnext\x1b[31m'
+	run --separate-stderr at 1 consume "$key" --limit 1/1h --format shell
+	eval "$output"
+	[ "$THROTTLE_KEY" = "$key" ]
+	[ ! -e pwned ]
+	run --separate-stderr at 1 consume "$key" --limit 1/1h --format json
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == '{"key":"it'"'"'s \"q\" \\ $(touch pwned) `x`\nnext\u001b[31m","allowed":false'* ]]
+	[ "$stderr" = 'throttle: it'"'"'s "q" \\ $(touch pwned) `x`\nnext\x1b[31m throttled, retry in 3600s' ]
+}
+
+@test "json stays valid UTF-8 for keys that are not" {
+	run --separate-stderr at 1 consume $'caf\xc3\xa9-\xff' --limit 1/1h --format json
+	[[ "$output" == '{"key":"café-\ufffd",'* ]]
+}

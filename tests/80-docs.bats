@@ -1,0 +1,43 @@
+#!/usr/bin/env bats
+# The man page, --help and the completions agree; install puts each file
+# where its tool looks, and uninstall takes them away.
+
+load lib
+
+ROOT=$BATS_TEST_DIRNAME/..
+
+@test "the man page lints clean (mandoc -Tlint, warnings and above)" {
+	command -v mandoc >/dev/null || skip "needs mandoc (apt-get install mandoc)"
+	run mandoc -Tlint -W warning "$ROOT/man/throttle.1"
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+}
+
+@test "every command and option in --help is in the man page and each completion" {
+	command -v mandoc >/dev/null || skip "needs mandoc (apt-get install mandoc)"
+	run sh "$ROOT/tests/lint-names"
+	[ "$status" -eq 0 ]
+}
+
+@test "the man page documents every exit status and environment variable" {
+	for w in 'THROTTLE_DB' 'THROTTLE_FORMAT' 'THROTTLE_NOW' 'EXIT STATUS' 'EXAMPLES' 'FILES'; do
+		grep -q "$w" "$ROOT/man/throttle.1" || { echo "no $w"; return 1; }
+	done
+}
+
+@test "make install honours DESTDIR and PREFIX; make uninstall removes it all" {
+	run make -C "$ROOT" install DESTDIR="$TMP/stage" PREFIX=/usr
+	[ "$status" -eq 0 ]
+	for f in usr/bin/throttle usr/share/man/man1/throttle.1 \
+	    usr/share/bash-completion/completions/throttle \
+	    usr/share/zsh/site-functions/_throttle \
+	    usr/share/fish/vendor_completions.d/throttle.fish; do
+		[ -f "$TMP/stage/$f" ] || { echo "missing $f"; return 1; }
+	done
+	[ -x "$TMP/stage/usr/bin/throttle" ]
+	run env THROTTLE_NOW=1 "$TMP/stage/usr/bin/throttle" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	run make -C "$ROOT" uninstall DESTDIR="$TMP/stage" PREFIX=/usr
+	[ "$status" -eq 0 ]
+	[ -z "$(find "$TMP/stage" -type f)" ]
+}

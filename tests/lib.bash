@@ -1,0 +1,51 @@
+# tests/lib.bash: shared by every suite.  Each test runs in its own
+# temporary folder with its own state file; the binary is $THROTTLE.
+
+bats_require_minimum_version 1.5.0
+
+THROTTLE=${THROTTLE:-$BATS_TEST_DIRNAME/../throttle}
+
+setup() {
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
+	export THROTTLE_DB="$TMP/state.db"
+	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
+	cd "$TMP" || return 1
+}
+
+teardown() {
+	cd /
+	chmod -R u+w "$TMP" 2>/dev/null
+	rm -rf "$TMP"
+}
+
+# throttle with the clock pinned: at SECONDS ARGS...
+at() {
+	local t=$1
+	shift
+	THROTTLE_NOW=$t "$THROTTLE" "$@"
+}
+
+# The value of a field in a one-line JSON object on stdin.
+jget() {
+	sed -n "s/.*\"$1\":\\(\"[^\"]*\"\\|[^,}]*\\).*/\\1/p"
+}
+
+# The value of one field of a JSON result: field NAME JSON
+field() {
+	printf '%s\n' "$2" | jget "$1"
+}
+
+# unpriv DIR: make DIR a folder an unprivileged user owns, and set UNPRIV to
+# the words that run a command as that user: nothing when the tests
+# already run unprivileged, setpriv(1) to user nobody when they run as root.
+unpriv() {
+	mkdir -p "$1"
+	if [ "$(id -u)" -ne 0 ]; then
+		UNPRIV=()
+		return 0
+	fi
+	command -v setpriv >/dev/null || skip "needs setpriv (util-linux) to drop root"
+	chmod 755 "$TMP"
+	chown 65534:65534 "$1"
+	UNPRIV=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
+}
