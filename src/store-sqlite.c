@@ -330,6 +330,10 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 	}
 	ms = (lock_timeout + 999) / 1000;
 	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
+	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
+	 * commits on power loss, never corrupt (promise 2 above). */
+	if (exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1)
+		goto fail;
 	if (fresh && exec_sql(sq, "PRAGMA journal_mode=WAL") == -1)
 		goto fail;
 	return sq;
