@@ -19,7 +19,6 @@ decide_exec(struct opts *o, int dry)
 	struct keyrec rec;
 	struct kstate cur, next;
 	struct decision d;
-	struct result r;
 	char err[STORE_ERR_MAX];
 	int found, rc;
 
@@ -46,15 +45,9 @@ decide_exec(struct opts *o, int dry)
 			store_rollback(st);
 			break;
 		}
-		if (d.allowed) {
-			memcpy(rec.key, o->key, o->keylen);
-			rec.keylen = o->keylen;
-			rec.limit = o->limit;
-			rec.state = next;
-			rec.rest_at = o->now + d.reset_after;
-			if (store_save(st, &rec) == -1)
-				return cmd_fail(o, st, store_error(st));
-		}
+		if (d.allowed &&
+		    cmd_save(o, st, &o->limit, &next, d.reset_after) == -1)
+			return cmd_fail(o, st, store_error(st));
 		if ((rc = store_commit(st)) == -1)
 			return cmd_fail(o, st, store_error(st));
 		if (rc != STORE_RETRY)
@@ -62,18 +55,7 @@ decide_exec(struct opts *o, int dry)
 	}
 	store_close(st);
 
-	memset(&r, 0, sizeof(r));
-	r.key = o->key;
-	r.keylen = o->keylen;
-	r.limit = &o->limit;
-	r.allowed = d.allowed;
-	r.cost = o->cost;
-	r.remaining = d.remaining;
-	r.retry_after = d.retry_after;
-	r.reset_after = d.reset_after;
-	output_result(o, &r);
-	if (!d.allowed)
-		output_throttled(o, &r);
+	cmd_print(o, &o->limit, o->cost, &d);
 	return d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 }
 

@@ -14,10 +14,9 @@ release_exec(struct opts *o)
 {
 	struct store *st;
 	struct keyrec rec;
-	struct kstate cur;
+	struct kstate cur, next;
 	struct limit lim;
 	struct decision d;
-	struct result r;
 	char err[STORE_ERR_MAX];
 	int found, rc;
 
@@ -35,13 +34,9 @@ release_exec(struct opts *o)
 		}
 		lim = o->has_limit ? o->limit : rec.limit;
 		limit_carry(&lim, &rec, found, &cur);
-		lim.algo->release(&lim, &cur, o->now, o->cost, &rec.state);
-		lim.algo->decide(&lim, &rec.state, o->now, 0, &d, &cur);
-		memcpy(rec.key, o->key, o->keylen);
-		rec.keylen = o->keylen;
-		rec.limit = lim;
-		rec.rest_at = o->now + d.reset_after;
-		if (store_save(st, &rec) == -1)
+		lim.algo->release(&lim, &cur, o->now, o->cost, &next);
+		lim.algo->decide(&lim, &next, o->now, 0, &d, &cur);
+		if (cmd_save(o, st, &lim, &next, d.reset_after) == -1)
 			return cmd_fail(o, st, store_error(st));
 		if ((rc = store_commit(st)) == -1)
 			return cmd_fail(o, st, store_error(st));
@@ -50,15 +45,7 @@ release_exec(struct opts *o)
 	}
 	store_close(st);
 
-	memset(&r, 0, sizeof(r));
-	r.key = o->key;
-	r.keylen = o->keylen;
-	r.limit = &lim;
-	r.allowed = 1;
-	r.cost = o->cost;
-	r.remaining = d.remaining;
-	r.reset_after = d.reset_after;
-	output_result(o, &r);
+	cmd_print(o, &lim, o->cost, &d);
 	return EXIT_ALLOWED;
 }
 

@@ -327,6 +327,46 @@ cmd_load(const struct opts *o, struct store *st, struct keyrec *rec, char *err,
 	return found;
 }
 
+/*
+ * Save the command's key under limit l with state next; it is back at rest
+ * reset_after from now.
+ */
+int
+cmd_save(const struct opts *o, struct store *st, const struct limit *l,
+    const struct kstate *next, int64_t reset_after)
+{
+	struct keyrec rec;
+
+	memcpy(rec.key, o->key, o->keylen);
+	rec.key[o->keylen] = '\0';
+	rec.keylen = o->keylen;
+	rec.limit = *l;
+	rec.state = *next;
+	rec.rest_at = o->now + reset_after;
+	return store_save(st, &rec);
+}
+
+/* Print a decision on the command's key, and the throttled line if refused. */
+void
+cmd_print(const struct opts *o, const struct limit *l, int64_t cost,
+    const struct decision *d)
+{
+	struct result r;
+
+	memset(&r, 0, sizeof(r));
+	r.key = o->key;
+	r.keylen = o->keylen;
+	r.limit = l;
+	r.allowed = d->allowed;
+	r.cost = cost;
+	r.remaining = d->remaining;
+	r.retry_after = d->retry_after;
+	r.reset_after = d->reset_after;
+	output_result(o, &r);
+	if (!d->allowed)
+		output_throttled(o, &r);
+}
+
 /* End a failed transaction: roll back, report, close; the exit code. */
 int
 cmd_fail(const struct opts *o, struct store *st, const char *msg)

@@ -50,18 +50,8 @@ secs_up(int64_t us)
 size_t
 output_duration(char *buf, size_t len, int64_t us)
 {
-	static const struct {
-		const char *name;
-		int64_t us;
-	} u[] = {
-		{ "w", INT64_C(604800000000) },
-		{ "d", INT64_C(86400000000) },
-		{ "h", INT64_C(3600000000) },
-		{ "m", INT64_C(60000000) },
-		{ "s", INT64_C(1000000) },
-		{ "ms", INT64_C(1000) },
-	};
-	size_t i, n = 0;
+	const struct duration_unit *u;
+	size_t n = 0;
 	int w;
 
 	if (us % 1000 != 0) {
@@ -69,15 +59,15 @@ output_duration(char *buf, size_t len, int64_t us)
 		    (long long)(us / US_PER_SEC), (long long)(us % US_PER_SEC));
 		return w < 0 ? 0 : (size_t)w;
 	}
-	for (i = 0; i < sizeof(u) / sizeof(u[0]) && n < len; i++) {
-		if (us < u[i].us)
+	for (u = duration_units; u->name != NULL && n < len; u++) {
+		if (us < u->us)
 			continue;
 		w = snprintf(buf + n, len - n, "%lld%s",
-		    (long long)(us / u[i].us), u[i].name);
+		    (long long)(us / u->us), u->name);
 		if (w < 0)
 			break;
 		n += (size_t)w;
-		us %= u[i].us;
+		us %= u->us;
 	}
 	if (n == 0 && len > 0)
 		n = (size_t)snprintf(buf, len, "0s");

@@ -12,17 +12,15 @@
 
 #include "throttle.h"
 
-static const struct {
-	const char *name;
-	int64_t us;
-} units[] = {
-	/* Longest first so "ms" is not read as "m" followed by "s". */
-	{ "ms", INT64_C(1000) },
+/* Duration units, largest first; output_duration() writes with these too. */
+const struct duration_unit duration_units[] = {
 	{ "w", INT64_C(604800000000) },
 	{ "d", INT64_C(86400000000) },
 	{ "h", INT64_C(3600000000) },
 	{ "m", INT64_C(60000000) },
 	{ "s", INT64_C(1000000) },
+	{ "ms", INT64_C(1000) },
+	{ NULL, 0 },
 };
 
 #define NUMBER_DIGITS_MAX 18
@@ -33,20 +31,23 @@ isdigit_c(char c)
 	return c >= '0' && c <= '9';
 }
 
-/* Read a unit at *sp; return its size in us or 0 if there is none. */
+/* Read a unit at *sp (the longest name that matches); its size or 0. */
 static int64_t
 read_unit(const char **sp)
 {
-	size_t i, n;
+	const struct duration_unit *u, *best = NULL;
+	size_t n;
 
-	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-		n = strlen(units[i].name);
-		if (strncmp(*sp, units[i].name, n) == 0) {
-			*sp += n;
-			return units[i].us;
-		}
+	for (u = duration_units; u->name != NULL; u++) {
+		n = strlen(u->name);
+		if (strncmp(*sp, u->name, n) == 0 &&
+		    (best == NULL || n > strlen(best->name)))
+			best = u;
 	}
-	return 0;
+	if (best == NULL)
+		return 0;
+	*sp += strlen(best->name);
+	return best->us;
 }
 
 /*

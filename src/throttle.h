@@ -158,6 +158,10 @@ struct store *cmd_open(const struct opts *, int *);
 int
 cmd_load(const struct opts *, struct store *, struct keyrec *, char *, size_t);
 int cmd_fail(const struct opts *, struct store *, const char *);
+int cmd_save(const struct opts *, struct store *, const struct limit *,
+    const struct kstate *, int64_t);
+void cmd_print(const struct opts *, const struct limit *, int64_t,
+    const struct decision *);
 
 /* limit.c */
 int limit_validate(const struct limit *, const char **);
@@ -181,6 +185,11 @@ void output_throttled(const struct opts *, const struct result *);
 void output_mapped_error(const struct opts *, int, const char *);
 
 /* parse.c */
+struct duration_unit {
+	const char *name;
+	int64_t us;
+};
+extern const struct duration_unit duration_units[];
 int parse_duration(const char *, int64_t *, const char **);
 int parse_count(const char *, int64_t, int64_t *, const char **);
 int parse_limit(const char *, int64_t *, int64_t *, const char **);

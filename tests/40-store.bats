@@ -11,6 +11,22 @@ unchanged() {
 	[ ! -e "$1-wal" ] && [ ! -e "$1-shm" ] && [ ! -e "$1-journal" ]
 }
 
+# hold_lock FILE: a sqlite3 shell takes FILE's write lock and keeps it
+# until let_go.
+hold_lock() {
+	mkfifo "$TMP/hold"
+	(sqlite3 "$1" <"$TMP/hold" >/dev/null 2>&1 &)
+	exec 7>"$TMP/hold"
+	echo 'BEGIN IMMEDIATE; SELECT 1;' >&7
+	sleep 0.3
+}
+
+let_go() {
+	echo 'COMMIT;' >&7
+	exec 7>&-
+	sleep 0.2
+}
+
 @test "the first call creates the file and its folders, in WAL mode" {
 	run at 1 consume k --limit 1/1s --db "$TMP/a/b/c/state.db"
 	[ "$status" -eq 0 ]
@@ -226,11 +242,7 @@ unchanged() {
 
 @test "a lock held too long: exit 3 after --lock-timeout, naming the file" {
 	at 1 consume k --limit 5/1s
-	mkfifo hold
-	(sqlite3 state.db <hold >/dev/null 2>&1 &)
-	exec 7>hold
-	echo 'BEGIN IMMEDIATE; SELECT 1;' >&7
-	sleep 0.3
+	hold_lock state.db
 	start=$(date +%s%N)
 	run at 1 consume k --limit 5/1s --lock-timeout 300ms
 	end=$(date +%s%N)
@@ -239,24 +251,17 @@ unchanged() {
 	[ $(((end - start) / 1000000)) -ge 250 ]
 	run at 1 consume k --limit 5/1s --lock-timeout 0 --on-error deny
 	[ "$status" -eq 1 ]
-	echo 'COMMIT;' >&7
-	exec 7>&-
-	sleep 0.2
+	let_go
 	run at 1 consume k --limit 5/1s
 	[ "$status" -eq 0 ]
 }
 
 @test "check and inspect read while another process holds the write lock" {
 	at 1 consume k --limit 5/1s
-	mkfifo hold
-	(sqlite3 state.db <hold >/dev/null 2>&1 &)
-	exec 7>hold
-	echo 'BEGIN IMMEDIATE; SELECT 1;' >&7
-	sleep 0.3
+	hold_lock state.db
 	run at 1 check k --limit 5/1s --lock-timeout 0
 	[ "$status" -eq 0 ]
 	run at 1 inspect k --lock-timeout 0
 	[ "$status" -eq 0 ]
-	echo 'COMMIT;' >&7
-	exec 7>&-
+	let_go
 }
