@@ -18,12 +18,13 @@ SQLITE_LIBS =	$(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3
 LIBS_ALL =	$(SQLITE_LIBS) $(LIBS)
 
 # The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
-PURE =		src/algo.o src/algo-gcra.o src/limit.o src/parse.o
+PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
+		src/algo-hybrid.o src/limit.o src/parse.o src/slots.o
 OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		$(PURE)
-UNIT =		tests/unit/test-parse tests/unit/test-gcra
+UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 
 all: throttle
 
@@ -50,6 +51,10 @@ tests/unit/test-parse: tests/unit/test-parse.c tests/unit/unit.h $(PURE)
 tests/unit/test-gcra: tests/unit/test-gcra.c tests/unit/unit.h $(PURE)
 	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
 	    tests/unit/test-gcra.c $(PURE)
+
+tests/unit/test-windows: tests/unit/test-windows.c tests/unit/unit.h $(PURE)
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
+	    tests/unit/test-windows.c $(PURE)
 
 # Every test: C unit tests of the pure layer, then the bats suites through
 # the binary.  The last line is "N passed, N failed, N skipped".

@@ -10,20 +10,20 @@ _throttle()
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
 	local commands="consume check release inspect reset help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
-	local decide="--limit --burst --algorithm --cost"
+	local decide="--limit --burst --algorithm --granularity --cost"
 	local cmd="" w i
 
 	case $prev in
-	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket" -- "$cur")); return ;;
+	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")); return ;;
 	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")); return ;;
 	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")); return ;;
 	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--limit|--burst|--cost|--lock-timeout) return ;;
+	--limit|--burst|--cost|--lock-timeout|--granularity) return ;;
 	esac
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--cost) ((i++)) ;;
+		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost) ((i++)) ;;
 		-*) ;;
 		*) cmd=$w; break ;;
 		esac

@@ -13,6 +13,7 @@
  * State (struct kstate):
  *	v[0]	TAT, whole microseconds since the epoch
  *	v[1]	TAT's remainder in ticks, 0 <= v[1] < N
+ *	v[2]	0
  * so TAT in ticks is v[0] * N + v[1].  A new key (all zero) is at rest.
  *
  * Invariants:
@@ -56,7 +57,7 @@ gcra_decide(const struct limit *l, const struct kstate *s, int64_t now,
 	i128 want = t + (i128)cost * l->period;
 	i128 left;
 
-	*next = *s;
+	algo_copy_fields(next, s);
 	if (want - n <= tau) {
 		d->allowed = 1;
 		d->retry_after = 0;
@@ -78,7 +79,7 @@ gcra_release(const struct limit *l, const struct kstate *s, int64_t now,
 	i128 n = (i128)now * l->count;
 	i128 tat = tat_ticks(l, s) - (i128)cost * l->period;
 
-	*next = *s;
+	algo_copy_fields(next, s);
 	set_tat(l, tat > n ? tat : n, next);
 }
 
@@ -90,7 +91,7 @@ static void
 gcra_convert(const struct limit *old, const struct limit *new,
     const struct kstate *s, struct kstate *next)
 {
-	*next = *s;
+	algo_copy_fields(next, s);
 	if (old->count != new->count) {
 		next->v[0] = s->v[0] + (s->v[1] > 0);
 		next->v[1] = 0;
@@ -102,7 +103,7 @@ gcra_valid(const struct limit *l, const struct kstate *s)
 {
 	if (s->v[0] < 0 || s->v[0] > TIME_MAX + DURATION_MAX)
 		return -1;
-	if (s->v[1] < 0 || s->v[1] >= l->count)
+	if (s->v[1] < 0 || s->v[1] >= l->count || s->v[2] != 0)
 		return -1;
 	return 0;
 }
@@ -110,6 +111,7 @@ gcra_valid(const struct limit *l, const struct kstate *s)
 const struct algo algo_gcra = {
 	.name = "gcra",
 	.aliases = { "token-bucket", NULL },
+	.takes_burst = 1,
 	.decide = gcra_decide,
 	.release = gcra_release,
 	.convert = gcra_convert,

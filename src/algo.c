@@ -5,7 +5,13 @@
 
 #include "throttle.h"
 
-const struct algo *const algo_table[] = { &algo_gcra, NULL };
+const struct algo *const algo_table[] = {
+	&algo_gcra,
+	&algo_fixed,
+	&algo_sliding,
+	&algo_hybrid,
+	NULL,
+};
 
 /* The algorithm called name (or one of its aliases), or NULL. */
 const struct algo *
@@ -22,4 +28,15 @@ algo_find(const char *name)
 				return *a;
 	}
 	return NULL;
+}
+
+/*
+ * Start next as a copy of s's fixed fields with no slots: next->slots is
+ * the caller's buffer and must never be replaced.
+ */
+void
+algo_copy_fields(struct kstate *next, const struct kstate *s)
+{
+	memcpy(next->v, s->v, sizeof(next->v));
+	next->nslots = 0;
 }

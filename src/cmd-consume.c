@@ -16,47 +16,59 @@ static int
 decide_exec(struct opts *o, int dry)
 {
 	struct store *st;
-	struct keyrec rec;
-	struct kstate cur, next;
+	struct keyrec rec = { 0 };
+	struct kstate cur = { 0 }, next = { 0 };
+	struct limit lim;
 	struct decision d;
 	char err[STORE_ERR_MAX];
-	int found, rc;
+	int rc;
 
 	if (!o->has_limit)
 		die_usage("%s: no limit for this key; give one, as in "
 			  "--limit 5/15m",
 		    dry ? "check" : "consume");
 	if (o->cost > o->limit.burst)
-		die_usage("--cost: %lld is more than the burst of %lld, so it "
-			  "could never be allowed; lower --cost or raise "
-			  "--burst",
-		    (long long)o->cost, (long long)o->limit.burst);
+		die_usage("--cost: %lld is more than the %s of %lld, so it "
+			  "could never be allowed; lower --cost or raise %s",
+		    (long long)o->cost,
+		    o->limit.algo->takes_burst ? "burst" : "limit",
+		    (long long)o->limit.burst,
+		    o->limit.algo->takes_burst ? "--burst" : "the limit");
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	for (;;) {
-		if (store_begin(st, !dry) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if ((found = cmd_load(o, st, &rec, err, sizeof(err))) == -1)
-			return cmd_fail(o, st, err);
-		limit_carry(&o->limit, &rec, found, &cur);
-		o->limit.algo->decide(&o->limit, &cur, o->now, o->cost, &d,
-		    &next);
+		if (store_begin(st, !dry) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
+		if (cmd_prepare(o, st, &rec, &lim, &cur, &next, err,
+			sizeof(err)) == -1) {
+			rc = cmd_fail(o, st, err);
+			goto out;
+		}
+		lim.algo->decide(&lim, &cur, o->now, o->cost, &d, &next);
 		if (dry) {
 			store_rollback(st);
 			break;
 		}
 		if (d.allowed &&
-		    cmd_save(o, st, &o->limit, &next, d.reset_after) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if ((rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
+		    cmd_save(o, st, &lim, &next, d.reset_after) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
+		if ((rc = store_commit(st)) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
 		if (rc != STORE_RETRY)
 			break;
 	}
 	store_close(st);
-
-	cmd_print(o, &o->limit, o->cost, &d);
-	return d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+	cmd_print(o, &lim, o->cost, &d);
+	rc = d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+out:
+	cmd_unprepare(&rec, &cur, &next);
+	return rc;
 }
 
 static int
@@ -72,10 +84,11 @@ check_exec(struct opts *o)
 }
 
 #define DECIDE_ARGS                                                            \
-	"KEY --limit N/PERIOD [--burst B] [--algorithm NAME] "                 \
-	"[--cost N]"
+	"KEY --limit N/PERIOD [--algorithm NAME] [--burst B] "                 \
+	"[--granularity G] [--cost N]"
 #define DECIDE_OPTS                                                            \
-	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_COST)
+	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_COST |        \
+	    CMDOPT_GRANULARITY)
 
 const struct cmd_entry cmd_consume_entry = {
 	.name = "consume",

@@ -4,6 +4,7 @@
  * more unit is allowed, and how long until it is back at rest.  Reads in
  * a read transaction and never writes.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -18,7 +19,7 @@ show(const struct keyrec *rec, void *arg)
 {
 	struct inspect_ctx *ctx = arg;
 	struct decision now, one;
-	struct kstate next;
+	struct kstate next = { 0 };
 	struct result r;
 	const char *why;
 
@@ -30,10 +31,12 @@ show(const struct keyrec *rec, void *arg)
 		    ctx->o->db, why);
 		return -1;
 	}
+	next.slots = xcalloc(rec->state.nslots + 1, sizeof(*next.slots));
 	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 0, &now,
 	    &next);
 	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 1, &one,
 	    &next);
+	free(next.slots);
 	memset(&r, 0, sizeof(r));
 	r.key = rec->key;
 	r.keylen = rec->keylen;
@@ -51,7 +54,7 @@ inspect_exec(struct opts *o)
 {
 	struct inspect_ctx ctx;
 	struct store *st;
-	struct keyrec rec;
+	struct keyrec rec = { 0 };
 	int found, rc;
 
 	if (o->key == NULL && o->format == FORMAT_SHELL)
@@ -71,8 +74,10 @@ inspect_exec(struct opts *o)
 		store_close(st);
 		return EXIT_ALLOWED;
 	}
-	if ((found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err))) == -1)
+	if ((found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err))) == -1) {
+		free(rec.state.slots);
 		return cmd_fail(o, st, ctx.err);
+	}
 	store_rollback(st);
 	store_close(st);
 	if (!found) {
@@ -82,6 +87,7 @@ inspect_exec(struct opts *o)
 		return EXIT_REFUSED;
 	}
 	show(&rec, &ctx);
+	free(rec.state.slots);
 	return EXIT_ALLOWED;
 }
 

@@ -13,8 +13,8 @@ static int
 release_exec(struct opts *o)
 {
 	struct store *st;
-	struct keyrec rec;
-	struct kstate cur, next;
+	struct keyrec rec = { 0 };
+	struct kstate cur = { 0 }, next = { 0 };
 	struct limit lim;
 	struct decision d;
 	char err[STORE_ERR_MAX];
@@ -23,39 +23,51 @@ release_exec(struct opts *o)
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	for (;;) {
-		if (store_begin(st, 1) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if ((found = cmd_load(o, st, &rec, err, sizeof(err))) == -1)
-			return cmd_fail(o, st, err);
+		if (store_begin(st, 1) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
+		if ((found = cmd_prepare(o, st, &rec, &lim, &cur, &next, err,
+			 sizeof(err))) == -1) {
+			rc = cmd_fail(o, st, err);
+			goto out;
+		}
 		if (!found && !o->has_limit) {
 			store_rollback(st);
 			store_close(st);
-			return EXIT_ALLOWED;
+			rc = EXIT_ALLOWED;
+			goto out;
 		}
-		lim = o->has_limit ? o->limit : rec.limit;
-		limit_carry(&lim, &rec, found, &cur);
 		lim.algo->release(&lim, &cur, o->now, o->cost, &next);
+		/* the key as it now stands, for the output (cur is free) */
 		lim.algo->decide(&lim, &next, o->now, 0, &d, &cur);
-		if (cmd_save(o, st, &lim, &next, d.reset_after) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if ((rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
+		if (cmd_save(o, st, &lim, &next, d.reset_after) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
+		if ((rc = store_commit(st)) == -1) {
+			rc = cmd_fail(o, st, store_error(st));
+			goto out;
+		}
 		if (rc != STORE_RETRY)
 			break;
 	}
 	store_close(st);
-
 	cmd_print(o, &lim, o->cost, &d);
-	return EXIT_ALLOWED;
+	rc = EXIT_ALLOWED;
+out:
+	cmd_unprepare(&rec, &cur, &next);
+	return rc;
 }
 
 const struct cmd_entry cmd_release_entry = {
 	.name = "release",
 	.args = "KEY [--cost N] [--limit N/PERIOD [--burst B] "
-		"[--algorithm NAME]]",
+		"[--algorithm NAME] [--granularity G]]",
 	.summary = "give --cost units back (work counted but not done), "
 		   "never beyond capacity",
-	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_COST,
+	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
+	    CMDOPT_COST | CMDOPT_GRANULARITY,
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,

@@ -30,7 +30,8 @@ enum {
 	OPT_LIMIT,
 	OPT_BURST,
 	OPT_ALGORITHM,
-	OPT_COST
+	OPT_COST,
+	OPT_GRANULARITY
 };
 
 static const struct option_def {
@@ -46,7 +47,10 @@ static const struct option_def {
 	{ OPT_BURST, "burst", 0, "B", CMDOPT_BURST,
 	    "units that may be taken at once from rest (default N)" },
 	{ OPT_ALGORITHM, "algorithm", 0, "NAME", CMDOPT_ALGORITHM,
-	    "gcra (the default) or token-bucket, the same limiter" },
+	    "gcra (default; alias token-bucket), fixed-window, "
+	    "sliding-window or hybrid" },
+	{ OPT_GRANULARITY, "granularity", 0, "DURATION", CMDOPT_GRANULARITY,
+	    "sliding-window: sub-window length (default PERIOD/60, >= 1ms)" },
 	{ OPT_COST, "cost", 0, "N", CMDOPT_COST,
 	    "units this request takes or gives back (default 1)" },
 	{ OPT_DB, "db", 0, "PATH", 0, "state file (env THROTTLE_DB)" },
@@ -232,7 +236,8 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 	case OPT_ALGORITHM:
 		if ((o->limit.algo = algo_find(v)) == NULL)
 			die_usage("--algorithm: '%s' is not an algorithm; use "
-				  "gcra or token-bucket",
+				  "gcra, token-bucket, fixed-window, "
+				  "sliding-window or hybrid",
 			    v);
 		o->has_algorithm = 1;
 		break;
@@ -240,6 +245,41 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		if (parse_count(v, COUNT_MAX, &o->cost, &err) == -1)
 			die_usage("--cost: '%s' %s", v, err);
 		break;
+	case OPT_GRANULARITY:
+		if (parse_duration(v, &o->limit.granularity, &err) == -1)
+			die_usage("--granularity: '%s' %s", v, err);
+		o->has_granularity = 1;
+		o->granularity_text = v;
+		break;
+	}
+}
+
+/* Settle --limit with the options that shape it. */
+static void
+settle_limit(struct opts *o)
+{
+	struct limit *l = &o->limit;
+	const char *err;
+
+	if (l->algo == NULL)
+		l->algo = algo_table[0];
+	if (o->has_burst && !l->algo->takes_burst)
+		die_usage("--burst: %s has no burst (only gcra does); leave "
+			  "--burst out",
+		    l->algo->name);
+	if (o->has_granularity && !l->algo->takes_granularity)
+		die_usage("--granularity: %s has no sub-windows (only "
+			  "sliding-window does); leave --granularity out",
+		    l->algo->name);
+	if (!o->has_burst)
+		l->burst = l->count;
+	if (l->algo->takes_granularity && !o->has_granularity)
+		l->granularity = algo_sliding_default_granularity(l->period);
+	if (limit_validate(l, &err) == -1) {
+		if (o->has_granularity)
+			die_usage("--granularity: '%s' with --limit '%s': %s",
+			    o->granularity_text, o->limit_text, err);
+		die_usage("--limit: '%s' %s", o->limit_text, err);
 	}
 }
 
@@ -257,17 +297,15 @@ finish(struct opts *o, const struct cmd_entry *c)
 			die_usage("--db: %s", err);
 		o->db = o->dbbuf;
 	}
-	if ((o->has_burst || o->has_algorithm) && !o->has_limit)
+	if ((o->has_burst || o->has_algorithm || o->has_granularity) &&
+	    !o->has_limit)
 		die_usage("%s: %s goes with --limit; give the limit too",
-		    c->name, o->has_burst ? "--burst" : "--algorithm");
-	if (o->has_limit) {
-		if (!o->has_burst)
-			o->limit.burst = o->limit.count;
-		if (o->limit.algo == NULL)
-			o->limit.algo = algo_table[0];
-		if (limit_validate(&o->limit, &err) == -1)
-			die_usage("--limit: '%s' %s", o->limit_text, err);
-	}
+		    c->name,
+		    o->has_burst             ? "--burst"
+			: o->has_granularity ? "--granularity"
+					     : "--algorithm");
+	if (o->has_limit)
+		settle_limit(o);
 	if (c->operand_is_key && o->operand != NULL) {
 		o->key = o->operand;
 		o->keylen = strlen(o->key);
@@ -325,6 +363,45 @@ cmd_load(const struct opts *o, struct store *st, struct keyrec *rec, char *err,
 		return -1;
 	}
 	return found;
+}
+
+/*
+ * Load the command's key and make ready to decide on it: *lim is the limit
+ * to use (--limit, else the key's own), cur the state under it, and next
+ * has room for what the algorithm writes.  1 found, 0 no state (then *lim
+ * is set only if --limit was given), -1 with a message in err.  Buffers of
+ * an earlier call are reused; cmd_unprepare() frees them.
+ */
+int
+cmd_prepare(const struct opts *o, struct store *st, struct keyrec *rec,
+    struct limit *lim, struct kstate *cur, struct kstate *next, char *err,
+    size_t errlen)
+{
+	int found;
+
+	cmd_unprepare(rec, cur, next);
+	if ((found = cmd_load(o, st, rec, err, errlen)) == -1)
+		return -1;
+	if (o->has_limit)
+		*lim = o->limit;
+	else if (found)
+		*lim = rec->limit;
+	cur->slots = xcalloc(rec->state.nslots + 1, sizeof(*cur->slots));
+	next->slots = xcalloc(rec->state.nslots + 2, sizeof(*next->slots));
+	if (found || o->has_limit)
+		limit_carry(lim, rec, found, cur);
+	return found;
+}
+
+/* Free what cmd_prepare() allocated; safe to call again. */
+void
+cmd_unprepare(struct keyrec *rec, struct kstate *cur, struct kstate *next)
+{
+	free(rec->state.slots);
+	free(cur->slots);
+	free(next->slots);
+	rec->state.slots = cur->slots = next->slots = NULL;
+	rec->state.nslots = cur->nslots = next->nslots = 0;
 }
 
 /*

@@ -4,14 +4,16 @@
  *
  * Invariants an algorithm may rely on for a limit that passed
  * limit_validate(): 1 <= count, 1 <= burst, 1 <= period <= DURATION_MAX,
- * and the delay tolerance burst * period / count <= DURATION_MAX, so
- * products of these with times fit in 128 bits.
+ * the delay tolerance burst * period / count <= DURATION_MAX, so products
+ * of these with times fit in 128 bits; burst == count for an algorithm
+ * without bursts, granularity == 0 for one without sub-windows; and
+ * whatever the algorithm's own limit_ok() asks.
  */
 #include <string.h>
 
 #include "throttle.h"
 
-/* 0 if the limit is one an algorithm can work with. */
+/* 0 if the limit is one its algorithm can work with. */
 int
 limit_validate(const struct limit *l, const char **errstr)
 {
@@ -27,8 +29,8 @@ limit_validate(const struct limit *l, const char **errstr)
 		*errstr = "has a period out of range";
 		return -1;
 	}
-	if (l->burst < 1) {
-		*errstr = "has a burst below 1";
+	if (l->burst < 1 || (!l->algo->takes_burst && l->burst != l->count)) {
+		*errstr = "has a burst out of range";
 		return -1;
 	}
 	if ((i128)l->burst * l->period / l->count > DURATION_MAX) {
@@ -36,6 +38,12 @@ limit_validate(const struct limit *l, const char **errstr)
 			  "to refill";
 		return -1;
 	}
+	if (!l->algo->takes_granularity && l->granularity != 0) {
+		*errstr = "has a granularity, which only sliding-window takes";
+		return -1;
+	}
+	if (l->algo->limit_ok != NULL && l->algo->limit_ok(l, errstr) == -1)
+		return -1;
 	return 0;
 }
 
@@ -44,25 +52,33 @@ int
 limit_same(const struct limit *a, const struct limit *b)
 {
 	return a->algo == b->algo && a->count == b->count &&
-	    a->period == b->period && a->burst == b->burst;
+	    a->period == b->period && a->burst == b->burst &&
+	    a->granularity == b->granularity;
 }
 
 /*
  * The state to decide on under limit l, given what a key has stored (rec,
- * if found).  The same algorithm carries the state over, converting it if
- * the parameters changed; another algorithm starts the key afresh.
+ * if found), written into out (with room for rec's slots).  The same
+ * algorithm carries the state over, converting it if the parameters
+ * changed; another algorithm starts the key afresh.
  */
 void
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
     struct kstate *out)
 {
-	memset(out, 0, sizeof(*out));
+	size_t i;
+
+	memset(out->v, 0, sizeof(out->v));
+	out->nslots = 0;
 	if (!found || rec->limit.algo != l->algo)
 		return;
-	if (limit_same(&rec->limit, l))
-		*out = rec->state;
-	else
+	if (!limit_same(&rec->limit, l)) {
 		l->algo->convert(&rec->limit, l, &rec->state, out);
+		return;
+	}
+	algo_copy_fields(out, &rec->state);
+	for (i = 0; i < rec->state.nslots; i++)
+		out->slots[out->nslots++] = rec->state.slots[i];
 }
 
 /* 0 if a stored record is one throttle could have written. */
@@ -71,7 +87,8 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 {
 	if (limit_validate(&rec->limit, errstr) == -1)
 		return -1;
-	if (rec->limit.algo->valid(&rec->limit, &rec->state) == -1) {
+	if ((!rec->limit.algo->takes_granularity && rec->state.nslots != 0) ||
+	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1) {
 		*errstr = "has a state out of range";
 		return -1;
 	}

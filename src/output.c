@@ -210,9 +210,13 @@ output_result(const struct opts *o, const struct result *r)
 			return;
 		output_escape_text(stdout, r->key, r->keylen);
 		output_duration(t, sizeof(t), l->period);
-		printf(" algorithm=%s limit=%lld/%s burst=%lld remaining=%lld",
-		    l->algo->name, (long long)l->count, t, (long long)l->burst,
-		    (long long)r->remaining);
+		printf(" algorithm=%s limit=%lld/%s burst=%lld", l->algo->name,
+		    (long long)l->count, t, (long long)l->burst);
+		if (l->algo->takes_granularity) {
+			output_duration(t, sizeof(t), l->granularity);
+			printf(" granularity=%s", t);
+		}
+		printf(" remaining=%lld", (long long)r->remaining);
 		output_seconds(t, sizeof(t), r->retry_after);
 		printf(" retry_after=%ss", t);
 		output_seconds(t, sizeof(t), r->reset_after);
@@ -228,6 +232,8 @@ output_result(const struct opts *o, const struct result *r)
 		    (long long)l->count);
 		json_seconds(stdout, "period", l->period);
 		printf(",\"burst\":%lld", (long long)l->burst);
+		if (l->algo->takes_granularity)
+			json_seconds(stdout, "granularity", l->granularity);
 		if (!r->inspect)
 			printf(",\"cost\":%lld", (long long)r->cost);
 		printf(",\"remaining\":%lld", (long long)r->remaining);
@@ -245,6 +251,8 @@ output_result(const struct opts *o, const struct result *r)
 		    l->algo->name, (long long)l->count);
 		shell_seconds(stdout, "PERIOD", l->period);
 		printf("THROTTLE_BURST=%lld\n", (long long)l->burst);
+		if (l->algo->takes_granularity)
+			shell_seconds(stdout, "GRANULARITY", l->granularity);
 		if (!r->inspect)
 			printf("THROTTLE_COST=%lld\n", (long long)r->cost);
 		printf("THROTTLE_REMAINING=%lld\n", (long long)r->remaining);

@@ -44,15 +44,17 @@
 /* migrations[i] takes a file from user_version i to i + 1. */
 static const char *const migrations[] = {
 	"CREATE TABLE key_state ("
-	"  key       BLOB PRIMARY KEY NOT NULL,"
-	"  algorithm TEXT NOT NULL,"
-	"  lim       INTEGER NOT NULL," /* N units ... */
-	"  period    INTEGER NOT NULL," /* ... per this many us */
-	"  burst     INTEGER NOT NULL,"
-	"  s1        INTEGER NOT NULL," /* algorithm state, see algo-*.c */
-	"  s2        INTEGER NOT NULL,"
-	"  s3        INTEGER NOT NULL,"
-	"  rest_at   INTEGER NOT NULL" /* us when back at rest, for gc */
+	"  key         BLOB PRIMARY KEY NOT NULL,"
+	"  algorithm   TEXT NOT NULL,"
+	"  lim         INTEGER NOT NULL," /* N units ... */
+	"  period      INTEGER NOT NULL," /* ... per this many us */
+	"  burst       INTEGER NOT NULL,"
+	"  granularity INTEGER NOT NULL," /* sliding-window sub-window, us */
+	"  s1          INTEGER NOT NULL," /* algorithm state, see algo-*.c */
+	"  s2          INTEGER NOT NULL,"
+	"  s3          INTEGER NOT NULL,"
+	"  slots       BLOB," /* sub-windows, see slots.c */
+	"  rest_at     INTEGER NOT NULL" /* us when back at rest, for gc */
 	") WITHOUT ROWID",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
@@ -448,16 +450,49 @@ blob_key(struct sq *sq, const void *blob, int len, struct keyrec *rec)
 	return 0;
 }
 
-/* Decode the columns after the key (algorithm, lim, ..., rest_at). */
+/* Decode the slots blob at column col into rec (NULL: no slots). */
+static int
+decode_slots(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
+{
+	const unsigned char *blob;
+	int64_t n;
+	size_t len;
+
+	rec->state.slots = NULL;
+	rec->state.nslots = 0;
+	if (sqlite3_column_type(stmt, col) == SQLITE_NULL)
+		return 0;
+	blob = sqlite3_column_blob(stmt, col);
+	len = (size_t)sqlite3_column_bytes(stmt, col);
+	if ((n = slots_decode(blob, len, NULL, 0)) < 0) {
+		set_err(sq,
+		    "holds a key whose sub-windows are not in "
+		    "throttle's encoding; the file was edited by "
+		    "something else");
+		return -1;
+	}
+	rec->state.slots = xcalloc((size_t)n + 1, sizeof(struct slot));
+	rec->state.nslots =
+	    (size_t)slots_decode(blob, len, rec->state.slots, (size_t)n);
+	return 0;
+}
+
+/*
+ * Decode the columns from algorithm on, starting at column col:
+ * algorithm, lim, period, burst, granularity, s1, s2, s3, slots, rest_at.
+ */
 static int
 decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 {
 	const char *name;
 	int i;
 
+	rec->state.slots = NULL;
+	rec->state.nslots = 0;
 	name = (const char *)sqlite3_column_text(stmt, col);
-	for (i = col + 1; i < col + 8; i++) {
-		if (sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
+	for (i = col + 1; i <= col + 9; i++) {
+		if (i != col + 8 &&
+		    sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
 			set_err(sq,
 			    "holds a key whose state is not a number "
 			    "(column %d); the file was edited by something "
@@ -478,10 +513,11 @@ decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 	rec->limit.count = sqlite3_column_int64(stmt, col + 1);
 	rec->limit.period = sqlite3_column_int64(stmt, col + 2);
 	rec->limit.burst = sqlite3_column_int64(stmt, col + 3);
+	rec->limit.granularity = sqlite3_column_int64(stmt, col + 4);
 	for (i = 0; i < STATE_FIELDS; i++)
-		rec->state.v[i] = sqlite3_column_int64(stmt, col + 4 + i);
-	rec->rest_at = sqlite3_column_int64(stmt, col + 4 + STATE_FIELDS);
-	return 0;
+		rec->state.v[i] = sqlite3_column_int64(stmt, col + 5 + i);
+	rec->rest_at = sqlite3_column_int64(stmt, col + 9);
+	return decode_slots(sq, stmt, col + 8, rec);
 }
 
 static int
@@ -494,8 +530,8 @@ sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
 	if (sq->empty)
 		return 0;
 	if (sqlite3_prepare_v2(sq->db,
-		"SELECT algorithm, lim, period, burst, s1, s2, s3, rest_at"
-		" FROM key_state WHERE key = :key",
+		"SELECT algorithm, lim, period, burst, granularity, s1, s2,"
+		" s3, slots, rest_at FROM key_state WHERE key = :key",
 		-1, &stmt, NULL) != SQLITE_OK) {
 		sql_err(sq, "loading a key");
 		return -1;
@@ -521,13 +557,16 @@ sq_save(void *p, const struct keyrec *rec)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
+	unsigned char *blob = NULL;
+	size_t len = 0;
 	int i, rc;
 
 	if (sqlite3_prepare_v2(sq->db,
 		"INSERT OR REPLACE INTO key_state"
-		" (key, algorithm, lim, period, burst, s1, s2, s3, rest_at)"
+		" (key, algorithm, lim, period, burst, granularity,"
+		" s1, s2, s3, slots, rest_at)"
 		" VALUES (:key, :algorithm, :lim, :period, :burst,"
-		" :s1, :s2, :s3, :rest_at)",
+		" :granularity, :s1, :s2, :s3, :slots, :rest_at)",
 		-1, &stmt, NULL) != SQLITE_OK) {
 		sql_err(sq, "saving a key");
 		return -1;
@@ -537,13 +576,21 @@ sq_save(void *p, const struct keyrec *rec)
 	sqlite3_bind_int64(stmt, 3, rec->limit.count);
 	sqlite3_bind_int64(stmt, 4, rec->limit.period);
 	sqlite3_bind_int64(stmt, 5, rec->limit.burst);
+	sqlite3_bind_int64(stmt, 6, rec->limit.granularity);
 	for (i = 0; i < STATE_FIELDS; i++)
-		sqlite3_bind_int64(stmt, 6 + i, rec->state.v[i]);
-	sqlite3_bind_int64(stmt, 6 + STATE_FIELDS, rec->rest_at);
+		sqlite3_bind_int64(stmt, 7 + i, rec->state.v[i]);
+	if (rec->state.nslots > 0) {
+		blob = xmalloc(slots_encoded_max(rec->state.nslots));
+		len = slots_encode(rec->state.slots, rec->state.nslots, blob);
+		sqlite3_bind_blob(stmt, 10, blob, (int)len, SQLITE_STATIC);
+	} else
+		sqlite3_bind_null(stmt, 10);
+	sqlite3_bind_int64(stmt, 11, rec->rest_at);
 	rc = sqlite3_step(stmt);
 	if (rc != SQLITE_DONE)
 		sql_err(sq, "saving a key");
 	sqlite3_finalize(stmt);
+	free(blob);
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -580,8 +627,8 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 	if (sq->empty)
 		return 0;
 	if (sqlite3_prepare_v2(sq->db,
-		"SELECT key, algorithm, lim, period, burst, s1, s2, s3, rest_at"
-		" FROM key_state ORDER BY key",
+		"SELECT key, algorithm, lim, period, burst, granularity, s1,"
+		" s2, s3, slots, rest_at FROM key_state ORDER BY key",
 		-1, &stmt, NULL) != SQLITE_OK) {
 		sql_err(sq, "listing keys");
 		return -1;
@@ -594,7 +641,10 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 			ret = -1;
 			break;
 		}
-		if ((ret = fn(rec, arg)) != 0)
+		ret = fn(rec, arg);
+		free(rec->state.slots);
+		rec->state.slots = NULL;
+		if (ret != 0)
 			break;
 	}
 	if (ret == 0 && rc != SQLITE_DONE) {

@@ -44,16 +44,29 @@ struct limit {
 	int64_t count; /* N units ... */
 	int64_t period; /* ... per this many microseconds */
 	int64_t burst; /* units that may be taken at once from rest */
+	int64_t granularity; /* sliding-window: sub-window length, us */
 };
+
+/* One sub-window of a sliding window: units taken in [index*G, index*G+G). */
+struct slot {
+	int64_t index;
+	int64_t count;
+};
+
+#define SLOTS_MAX 100000 /* sub-windows per period, at most */
 
 /*
  * A key's saved algorithm state: a few integers whose meaning belongs to the
- * algorithm (see the opening comment of each algo-*.c).  A key that has
- * never been used has all fields zero.
+ * algorithm (see the opening comment of each algo-*.c), and for the sliding
+ * window its non-empty sub-windows, oldest first.  A key that has never
+ * been used has all fields zero and no slots.  A state an algorithm writes
+ * into must have room for one more slot than the state it reads.
  */
 #define STATE_FIELDS 3
 struct kstate {
 	int64_t v[STATE_FIELDS];
+	struct slot *slots;
+	size_t nslots;
 };
 
 /* What an algorithm answers for one request. */
@@ -68,6 +81,10 @@ struct decision {
 struct algo {
 	const char *name;
 	const char *aliases[3];
+	int takes_burst; /* --burst applies */
+	int takes_granularity; /* --granularity applies */
+	/* 0 if the algorithm can work with l, else -1 and why. */
+	int (*limit_ok)(const struct limit *l, const char **errstr);
 	/* Decide whether cost units may be taken at now; fill *next. */
 	void (*decide)(const struct limit *, const struct kstate *, int64_t now,
 	    int64_t cost, struct decision *, struct kstate *next);
@@ -101,9 +118,10 @@ struct opts {
 	int64_t now;
 
 	/* command options */
-	int has_limit, has_burst, has_algorithm;
-	struct limit limit; /* from --limit, --burst, --algorithm */
+	int has_limit, has_burst, has_algorithm, has_granularity;
+	struct limit limit; /* --limit, --burst, --algorithm, --granularity */
 	const char *limit_text; /* --limit as typed, for messages */
+	const char *granularity_text;
 	int64_t cost;
 
 	/* operand */
@@ -117,6 +135,7 @@ struct opts {
 #define CMDOPT_BURST 0x02
 #define CMDOPT_ALGORITHM 0x04
 #define CMDOPT_COST 0x08
+#define CMDOPT_GRANULARITY 0x10
 
 /* One command: cmd-<name>.c exports cmd_<name>_entry. */
 struct cmd_entry {
@@ -144,10 +163,21 @@ struct result {
 
 /* algo.c */
 const struct algo *algo_find(const char *);
+void algo_copy_fields(struct kstate *, const struct kstate *);
 extern const struct algo *const algo_table[];
 
 /* algo-gcra.c */
 extern const struct algo algo_gcra;
+
+/* algo-fixed.c */
+extern const struct algo algo_fixed;
+
+/* algo-sliding.c */
+extern const struct algo algo_sliding;
+int64_t algo_sliding_default_granularity(int64_t);
+
+/* algo-hybrid.c */
+extern const struct algo algo_hybrid;
 
 /* clock.c */
 int clock_now(int64_t *, const char **);
@@ -158,6 +188,9 @@ struct store *cmd_open(const struct opts *, int *);
 int
 cmd_load(const struct opts *, struct store *, struct keyrec *, char *, size_t);
 int cmd_fail(const struct opts *, struct store *, const char *);
+int cmd_prepare(const struct opts *, struct store *, struct keyrec *,
+    struct limit *, struct kstate *, struct kstate *, char *, size_t);
+void cmd_unprepare(struct keyrec *, struct kstate *, struct kstate *);
 int cmd_save(const struct opts *, struct store *, const struct limit *,
     const struct kstate *, int64_t);
 void cmd_print(const struct opts *, const struct limit *, int64_t,
@@ -196,6 +229,11 @@ int parse_limit(const char *, int64_t *, int64_t *, const char **);
 int parse_time(const char *, int64_t *, const char **);
 int parse_format(const char *, enum format *);
 int parse_on_error(const char *, enum on_error *);
+
+/* slots.c */
+size_t slots_encoded_max(size_t);
+size_t slots_encode(const struct slot *, size_t, unsigned char *);
+int64_t slots_decode(const unsigned char *, size_t, struct slot *, size_t);
 
 /* store.c */
 #define STORE_ERR_MAX 1536

@@ -10,17 +10,17 @@
 
 static int unit_count, unit_failures;
 
+/* cond is evaluated exactly once, so it may have side effects. */
 #define CHECK(cond, ...)                                                       \
 	do {                                                                   \
+		int unit_ok_ = !!(cond);                                       \
 		unit_count++;                                                  \
-		if (!(cond)) {                                                 \
+		if (!unit_ok_)                                                 \
 			unit_failures++;                                       \
-			printf("not ok %d - ", unit_count);                    \
-		} else                                                         \
-			printf("ok %d - ", unit_count);                        \
+		printf("%s %d - ", unit_ok_ ? "ok" : "not ok", unit_count);    \
 		printf(__VA_ARGS__);                                           \
 		printf("\n");                                                  \
-		if (!(cond))                                                   \
+		if (!unit_ok_)                                                 \
 			printf("#   failed at %s:%d: %s\n", __FILE__,          \
 			    __LINE__, #cond);                                  \
 	} while (0)

@@ -1,0 +1,93 @@
+/*
+ * algo-fixed.c: the fixed window with quota resets (seed 001).
+ *
+ * At most N units per window of PERIOD.  A window is not aligned to the
+ * clock: it starts with the first request after the previous one ended,
+ * and its count starts again from zero.  Cheap and easy to explain, but a
+ * careless client may send a burst at the end of one window and another at
+ * the start of the next: up to 2N in a short span.
+ *
+ * State (struct kstate):
+ *	v[0]	when the current window ends, us since the epoch (0: none)
+ *	v[1]	units used in it, 1 <= v[1] <= N (0 when there is no window)
+ *	v[2]	0
+ *
+ * Invariants:
+ *	1. A refused request changes nothing; a window that has ended is
+ *	   replaced only by an allowed request.
+ *	2. retry_after and reset_after are the time until the window ends:
+ *	   at that instant a request starts a new window and is allowed.
+ *	3. A clock that steps back keeps the window running (now < end), so
+ *	   it can only refuse more.
+ */
+#include "throttle.h"
+
+static void
+fixed_decide(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct decision *d, struct kstate *next)
+{
+	int64_t end = s->v[0], used = s->v[1];
+
+	algo_copy_fields(next, s);
+	if (used == 0 || now >= end) {
+		end = now + l->period; /* a new window would start now */
+		used = 0;
+	}
+	if (cost <= l->count - used) {
+		d->allowed = 1;
+		d->retry_after = 0;
+		used += cost;
+		next->v[0] = used > 0 ? end : 0;
+		next->v[1] = used;
+		next->v[2] = 0;
+	} else {
+		d->allowed = 0;
+		d->retry_after = end - now;
+	}
+	d->remaining = l->count - used;
+	d->reset_after = used > 0 ? end - now : 0;
+}
+
+static void
+fixed_release(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct kstate *next)
+{
+	(void)l;
+	algo_copy_fields(next, s);
+	if (s->v[1] == 0 || now >= s->v[0] || cost >= s->v[1]) {
+		next->v[0] = next->v[1] = 0;
+		return;
+	}
+	next->v[1] = s->v[1] - cost;
+}
+
+/* The window keeps its end and its count across a change of limit. */
+static void
+fixed_convert(const struct limit *old, const struct limit *new,
+    const struct kstate *s, struct kstate *next)
+{
+	(void)old;
+	(void)new;
+	algo_copy_fields(next, s);
+}
+
+static int
+fixed_valid(const struct limit *l, const struct kstate *s)
+{
+	if (s->v[1] == 0)
+		return s->v[0] == 0 && s->v[2] == 0 ? 0 : -1;
+	if (s->v[1] < 0 || s->v[1] > l->count || s->v[2] != 0)
+		return -1;
+	if (s->v[0] <= 0 || s->v[0] > TIME_MAX + DURATION_MAX)
+		return -1;
+	return 0;
+}
+
+const struct algo algo_fixed = {
+	.name = "fixed-window",
+	.aliases = { "fixed", NULL },
+	.decide = fixed_decide,
+	.release = fixed_release,
+	.convert = fixed_convert,
+	.valid = fixed_valid,
+};

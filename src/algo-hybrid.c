@@ -1,0 +1,202 @@
+/*
+ * algo-hybrid.c: the hybrid quota-linear limiter (seed 001).
+ *
+ * Two modes.  Bursty: a client may spend a whole quota of N units at once
+ * within a fixed window of PERIOD that starts with its first request.
+ * Spending the last unit switches to smooth mode with a negative bucket, so
+ * nothing more is admitted before that window would have ended; from then
+ * on the bucket earns N units per PERIOD, evenly, and the client is back in
+ * bursty mode once it holds a whole quota again.  So a client sending at
+ * twice the permitted rate gets at most N in its first window (a linear
+ * limiter such as GCRA lets it have nearly 2N), while a quiet client still
+ * gets its bursts.
+ *
+ * Tokens are scaled by PERIOD in microseconds, so every quantity is an
+ * integer: one unit is PERIOD token-us, and the bucket earns N token-us per
+ * microsecond.  The edges of the seed's examples hold exactly.
+ *
+ * State (struct kstate):
+ *	v[0]	mode: 0 at rest (no state), 1 bursty, 2 smooth
+ *	v[1]	bursty: when the window started; smooth: the last update (us)
+ *	v[2]	the bucket, in units * PERIOD; whole units in bursty mode,
+ *		-N * PERIOD <= v[2] < N * PERIOD
+ *
+ * Invariants:
+ *	1. A refused request changes nothing.  (The seed also saves the smooth
+ *	   bucket's growth on a refusal; growth is linear in time, so computing
+ *	   it later from the older time gives the same bucket.)
+ *	2. A request is allowed the instant the bucket holds its cost.
+ *	3. A key whose bucket is full is saved as at rest (all zero).
+ */
+#include "throttle.h"
+
+enum { AT_REST, BURSTY, SMOOTH };
+
+struct hstate {
+	int mode;
+	int64_t time;
+	i128 bucket;
+};
+
+static i128
+full(const struct limit *l)
+{
+	return (i128)l->count * l->period;
+}
+
+/* The state at now, before this request: seed 001's first clauses. */
+static struct hstate
+advance(const struct limit *l, const struct kstate *s, int64_t now)
+{
+	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
+
+	if (h.mode == SMOOTH) {
+		h.bucket += ((i128)now - h.time) * l->count;
+		h.time = now;
+		if (h.bucket >= full(l))
+			h.mode = AT_REST;
+	}
+	if (h.mode == AT_REST ||
+	    (h.mode == BURSTY && h.time + l->period <= now)) {
+		h.mode = BURSTY;
+		h.time = now;
+		h.bucket = full(l);
+	}
+	return h;
+}
+
+static i128
+ceil_div(i128 a, i128 b)
+{
+	return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+static void
+save(const struct limit *l, const struct hstate *h, struct kstate *next)
+{
+	if (h->mode == BURSTY && h->bucket >= full(l)) {
+		next->v[0] = next->v[1] = next->v[2] = 0;
+		return;
+	}
+	next->v[0] = h->mode;
+	next->v[1] = h->time;
+	next->v[2] = (int64_t)h->bucket;
+}
+
+static void
+hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct decision *d, struct kstate *next)
+{
+	struct hstate h = advance(l, s, now);
+	i128 want = (i128)cost * l->period;
+
+	algo_copy_fields(next, s);
+	d->allowed = cost == 0 || h.bucket >= want;
+	if (d->allowed && cost > 0) {
+		if (h.mode == BURSTY && h.bucket == want) {
+			/* The last units: smooth mode, with a penalty that
+			 * holds everything back until the window ends, plus
+			 * one unit for the next request then. */
+			h.bucket =
+			    -((i128)h.time + l->period - now) * l->count +
+			    l->period;
+			h.time = now;
+			h.mode = SMOOTH;
+		} else
+			h.bucket -= want;
+		save(l, &h, next);
+	}
+	d->retry_after = 0;
+	if (!d->allowed)
+		d->retry_after = h.mode == BURSTY
+		    ? h.time + l->period - now
+		    : (int64_t)ceil_div(want - h.bucket, l->count);
+	d->remaining = h.bucket <= 0 ? 0 : (int64_t)(h.bucket / l->period);
+	if (h.mode == BURSTY)
+		d->reset_after =
+		    h.bucket >= full(l) ? 0 : h.time + l->period - now;
+	else
+		d->reset_after =
+		    (int64_t)ceil_div(full(l) - h.bucket, l->count);
+}
+
+static void
+hybrid_release(const struct limit *l, const struct kstate *s, int64_t now,
+    int64_t cost, struct kstate *next)
+{
+	struct hstate h = advance(l, s, now);
+
+	algo_copy_fields(next, s);
+	h.bucket += (i128)cost * l->period;
+	if (h.bucket > full(l))
+		h.bucket = full(l);
+	if (h.mode == SMOOTH && h.bucket >= full(l))
+		h.mode = BURSTY;
+	save(l, &h, next);
+}
+
+static i128
+floor_div(i128 a, i128 b)
+{
+	return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+/* The bucket keeps its units (rounded down) across a change of limit. */
+static void
+hybrid_convert(const struct limit *old, const struct limit *new,
+    const struct kstate *s, struct kstate *next)
+{
+	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
+
+	algo_copy_fields(next, s);
+	if (h.mode == AT_REST)
+		return;
+	h.bucket = floor_div(h.bucket * new->period, old->period);
+	if (h.mode == BURSTY)
+		h.bucket = floor_div(h.bucket, new->period) * new->period;
+	if (h.bucket > full(new))
+		h.bucket = full(new);
+	if (h.bucket < -full(new))
+		h.bucket = -full(new);
+	if (h.mode == SMOOTH && h.bucket >= full(new))
+		h.mode = BURSTY;
+	save(new, &h, next);
+}
+
+static int
+hybrid_valid(const struct limit *l, const struct kstate *s)
+{
+	if (s->v[0] == AT_REST)
+		return s->v[1] == 0 && s->v[2] == 0 ? 0 : -1;
+	if (s->v[0] != BURSTY && s->v[0] != SMOOTH)
+		return -1;
+	if (s->v[1] < 0 || s->v[1] > TIME_MAX)
+		return -1;
+	if (s->v[2] >= full(l) || s->v[2] < -full(l))
+		return -1;
+	if (s->v[0] == BURSTY && (s->v[2] < 0 || s->v[2] % l->period != 0))
+		return -1;
+	return 0;
+}
+
+static int
+hybrid_limit_ok(const struct limit *l, const char **errstr)
+{
+	if (full(l) > DURATION_MAX || l->period > DURATION_MAX / 2) {
+		*errstr = "is too large for the hybrid limiter (N times the "
+			  "period in microseconds must be below 2^62, as in "
+			  "1000000/1w)";
+		return -1;
+	}
+	return 0;
+}
+
+const struct algo algo_hybrid = {
+	.name = "hybrid",
+	.aliases = { "quota-linear", NULL },
+	.limit_ok = hybrid_limit_ok,
+	.decide = hybrid_decide,
+	.release = hybrid_release,
+	.convert = hybrid_convert,
+	.valid = hybrid_valid,
+};
