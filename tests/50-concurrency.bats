@@ -37,3 +37,13 @@ race() {
 	admitted=$(race 10 10 consume pool --limit 60/1h --cost 3)
 	[ "$admitted" -eq 20 ]
 }
+
+@test "every algorithm: 20 processes x 15 consumes of 100/1h admit exactly 100" {
+	at 1 consume warm --limit 1/1s
+	for algo in gcra fixed-window sliding-window hybrid; do
+		rm -f "$TMP"/out.* "$TMP"/err.*
+		admitted=$(race 20 15 consume "hot-$algo" --limit 100/1h --algorithm "$algo")
+		[ "$admitted" -eq 100 ] || { echo "$algo admitted $admitted"; return 1; }
+		! grep -v 'throttled, retry in' "$TMP"/err.*
+	done
+}

@@ -1,0 +1,267 @@
+#!/usr/bin/env bats
+# fixed-window, sliding-window and hybrid through the binary: the issue's
+# worked examples, costs, every command and format, and their edges.
+
+load lib
+
+# expect T ALGO-ARGS... -- EXIT REMAINING RETRY RESET: one consume at T.
+expect() {
+	local t=$1
+	shift
+	local args=()
+	while [ "$1" != -- ]; do
+		args+=("$1")
+		shift
+	done
+	shift
+	run --separate-stderr at "$t" consume "${args[@]}" --format json
+	[ "$status" -eq "$1" ] || { echo "t=$t: exit $status, wanted $1: $output"; return 1; }
+	[ "$(field remaining "$output")" = "$2" ] || { echo "t=$t: remaining: $output"; return 1; }
+	[ "$(field retry_after "$output")" = "$3" ] || { echo "t=$t: retry_after: $output"; return 1; }
+	[ "$(field reset_after "$output")" = "$4" ] || { echo "t=$t: reset_after: $output"; return 1; }
+}
+
+@test "fixed-window: 3/60s, the seed 001 example" {
+	F=(f --limit 3/60s --algorithm fixed-window)
+	expect 100 "${F[@]}" -- 0 2 0 60
+	expect 110 "${F[@]}" -- 0 1 0 50
+	expect 120 "${F[@]}" -- 0 0 0 40
+	expect 130 "${F[@]}" -- 1 0 30 30
+	expect 159.5 "${F[@]}" -- 1 0 0.5 0.5
+	expect 159.999999 "${F[@]}" -- 1 0 0.001 0.001
+	expect 160 "${F[@]}" -- 0 2 0 60
+	run at 160 inspect f --format json
+	[ "$(field algorithm "$output")" = '"fixed-window"' ]
+}
+
+@test "sliding-window: 3/60s at 1s granularity, the seed 003 example" {
+	S=(s --limit 3/60s --algorithm sliding-window --granularity 1s)
+	expect 0 "${S[@]}" -- 0 2 0 60
+	expect 10 "${S[@]}" -- 0 1 0 60
+	expect 20 "${S[@]}" -- 0 0 0 60
+	expect 30 "${S[@]}" -- 1 0 30 50
+	expect 59 "${S[@]}" -- 1 0 1 21
+	expect 60 "${S[@]}" -- 0 0 0 60
+	expect 61 "${S[@]}" -- 1 0 9 59
+	expect 70 "${S[@]}" -- 0 0 0 60
+	run at 70 inspect s --format json
+	[ "$(field algorithm "$output")" = '"sliding-window"' ]
+	[ "$(field granularity "$output")" = 1 ]
+}
+
+@test "sliding-window: the seed's off-by-one is not ours: exactly N, never N+1" {
+	for n in 1 2 3 4 5 6; do at 5 consume k --limit 5/1m --algorithm sliding-window -q || true; done
+	run at 5 inspect k --format json
+	[ "$(field remaining "$output")" = 0 ]
+	ok=0
+	for n in $(seq 10); do at 6 consume k2 --limit 5/1m --algorithm sliding-window -q && ok=$((ok + 1)); done
+	[ "$ok" -eq 5 ]
+}
+
+@test "sliding-window: old sub-windows are dropped, storage stays bounded" {
+	for t in $(seq 0 7 2000); do
+		at "$t" consume k --limit 1000/60s --algorithm sliding-window --granularity 5s -q
+	done
+	# a 60s window at 5s granularity holds at most 12 sub-windows
+	bytes=$(sqlite3 state.db "SELECT length(slots) FROM key_state")
+	[ "$bytes" -le $((12 * 20)) ]
+	run at 2000 inspect k --format json
+	[ "$(field remaining "$output")" -ge 990 ]
+}
+
+@test "hybrid: 4/60s, the seed 001 example" {
+	H=(h --limit 4/60s --algorithm hybrid)
+	expect 0 "${H[@]}" -- 0 3 0 60
+	expect 1 "${H[@]}" -- 0 2 0 59
+	expect 2 "${H[@]}" -- 0 1 0 58
+	expect 3 "${H[@]}" -- 0 0 0 102
+	expect 4 "${H[@]}" -- 1 0 56 101
+	expect 30 "${H[@]}" -- 1 0 30 75
+	expect 59 "${H[@]}" -- 1 0 1 46
+	expect 59.999999 "${H[@]}" -- 1 0 0.001 45.001
+	expect 60 "${H[@]}" -- 0 0 0 60
+	expect 61 "${H[@]}" -- 1 0 14 59
+	expect 75 "${H[@]}" -- 0 0 0 60
+	expect 76 "${H[@]}" -- 1 0 14 59
+	ok=0
+	for n in 1 2 3 4 5; do at 200 consume "${H[@]}" -q && ok=$((ok + 1)); done
+	[ "$ok" -eq 4 ]
+}
+
+@test "twice the rate: hybrid admits N in the first window, gcra more" {
+	for algo in hybrid gcra; do
+		ok=0
+		for t in $(seq 0 3 57); do
+			at "$t" consume "$algo" --limit 10/60s --algorithm "$algo" -q && ok=$((ok + 1))
+		done
+		eval "ok_$algo=$ok"
+	done
+	[ "$ok_hybrid" -eq 10 ]
+	[ "$ok_gcra" -gt 10 ]
+}
+
+@test "--cost works with every algorithm" {
+	for algo in fixed-window sliding-window hybrid; do
+		run at 0 consume "c-$algo" --limit 10/60s --algorithm "$algo" --cost 7 --format json
+		[ "$status" -eq 0 ]
+		[ "$(field remaining "$output")" = 3 ]
+		[ "$(field cost "$output")" = 7 ]
+		run at 0 consume "c-$algo" --limit 10/60s --algorithm "$algo" --cost 4
+		[ "$status" -eq 1 ]
+		run at 0 consume "c-$algo" --limit 10/60s --algorithm "$algo" --cost 3
+		[ "$status" -eq 0 ]
+		run at 0 consume "c-$algo" --limit 10/60s --algorithm "$algo" --cost 11
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"--cost: 11 is more than the limit of 10"* ]]
+	done
+}
+
+@test "check never changes state, for every algorithm" {
+	for algo in fixed-window sliding-window hybrid; do
+		at 10 consume "k-$algo" --limit 3/60s --algorithm "$algo"
+		sqlite3 state.db 'SELECT * FROM key_state' >before
+		for t in 10 20 75 500; do
+			at "$t" check "k-$algo" --limit 3/60s --algorithm "$algo" >/dev/null 2>&1 || true
+			at "$t" check "k-$algo" --limit 3/60s --algorithm "$algo" --cost 3 >/dev/null 2>&1 || true
+		done
+		sqlite3 state.db 'SELECT * FROM key_state' >after
+		cmp before after
+		run at 10 check "k-$algo" --limit 3/60s --algorithm "$algo" --format json
+		checked=$output
+		run at 10 consume "k-$algo" --limit 3/60s --algorithm "$algo" --format json
+		[ "$output" = "$checked" ]
+	done
+}
+
+@test "hybrid: a release pays off part of the smooth-mode debt" {
+	at 10 consume h --limit 3/60s --algorithm hybrid --cost 3
+	run at 11 check h --limit 3/60s --algorithm hybrid --format json
+	[ "$(field retry_after "$output")" = 59 ]
+	run at 11 release h --cost 1 --format json
+	[ "$(field remaining "$output")" = 0 ]
+	run at 11 check h --limit 3/60s --algorithm hybrid --format json
+	[ "$(field retry_after "$output")" = 39 ]
+}
+
+@test "release, inspect and reset work with every algorithm" {
+	for algo in fixed-window sliding-window; do
+		at 10 consume "r-$algo" --limit 3/60s --algorithm "$algo" --cost 3
+		run at 11 consume "r-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ]
+		run at 11 release "r-$algo" --cost 1 --format json
+		[ "$status" -eq 0 ]
+		[ "$(field remaining "$output")" = 1 ]
+		run at 11 consume "r-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 0 ]
+		run at 11 inspect "r-$algo"
+		[[ "$output" == "r-$algo algorithm=$algo limit=3/1m burst=3 "* ]]
+		"$THROTTLE" reset "r-$algo"
+		run at 11 consume "r-$algo" --limit 3/60s --algorithm "$algo" --cost 3
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "every output format names the algorithm" {
+	for algo in fixed-window sliding-window hybrid; do
+		run --separate-stderr at 1 consume "o-$algo" --limit 2/1m --algorithm "$algo" --format shell
+		eval "$output"
+		[ "$THROTTLE_ALGORITHM" = "$algo" ]
+		[ "$THROTTLE_REMAINING" = 1 ]
+		run --separate-stderr at 1 consume "o-$algo" --limit 2/1m --algorithm "$algo" --cost 2
+		[ "$status" -eq 1 ]
+		[[ "$stderr" == "throttle: o-$algo throttled, retry in "* ]]
+	done
+	run at 1 consume g --limit 2/1m --algorithm sliding-window --format shell
+	eval "$output"
+	[ "$THROTTLE_GRANULARITY" = 1 ]
+	[ "$THROTTLE_GRANULARITY_SECS" = 1 ]
+}
+
+@test "bad --granularity: zero, longer than the period, too fine, or not sliding" {
+	run at 1 consume k --limit 3/60s --algorithm sliding-window --granularity 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--granularity: '0'"*"zero"* ]]
+	run at 1 consume k --limit 3/60s --algorithm sliding-window --granularity 61s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--granularity: '61s'"*"longer than the period"* ]]
+	run at 1 consume k --limit 3/1h --algorithm sliding-window --granularity 1ms
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"more than 100000 sub-windows"* ]]
+	run at 1 consume k --limit 3/60s --algorithm sliding-window --granularity soon
+	[ "$status" -eq 2 ]
+	run at 1 consume k --limit 3/60s --granularity 1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--granularity: gcra has no sub-windows"* ]]
+	run at 1 consume k --limit 3/60s --algorithm hybrid --burst 5
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--burst: hybrid has no burst"* ]]
+	# a granularity that does not divide the period is fine
+	run at 1 consume k --limit 3/60s --algorithm sliding-window --granularity 7s
+	[ "$status" -eq 0 ]
+}
+
+@test "the default granularity is PERIOD/60, at least 1ms" {
+	run at 1 check a --limit 3/1h --algorithm sliding-window --format json
+	[ "$(field granularity "$output")" = 60 ]
+	run at 1 check b --limit 3/1s --algorithm sliding-window --format json
+	[ "$(field granularity "$output")" = 0.017 ]
+	run at 1 check c --limit 3/10ms --algorithm sliding-window --format json
+	[ "$(field granularity "$output")" = 0.001 ]
+	run at 1 check d --limit 3/500us --algorithm sliding-window --format json
+	[ "$status" -eq 2 ]
+}
+
+@test "a key used with another algorithm starts afresh; new parameters convert" {
+	at 0 consume k --limit 3/60s --cost 3
+	run at 0 consume k --limit 3/60s
+	[ "$status" -eq 1 ]
+	run at 0 consume k --limit 3/60s --algorithm fixed-window --cost 3
+	[ "$status" -eq 0 ]
+	run at 0 inspect k --format json
+	[ "$(field algorithm "$output")" = '"fixed-window"' ]
+	# same algorithm, new parameters: the window keeps its end and count
+	run at 30 consume k --limit 5/90s --algorithm fixed-window --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 1 ]
+	[ "$(field reset_after "$output")" = 30 ]
+	# sliding: a coarser granularity keeps every unit
+	at 0 consume s --limit 3/60s --algorithm sliding-window --granularity 1s --cost 3
+	run at 30 consume s --limit 3/60s --algorithm sliding-window --granularity 10s
+	[ "$status" -eq 1 ]
+	run at 60 consume s --limit 3/60s --algorithm sliding-window --granularity 10s
+	[ "$status" -eq 0 ]
+}
+
+@test "a stored window state throttle never writes is refused, exit 3" {
+	at 1 consume k --limit 3/60s --algorithm sliding-window
+	sqlite3 state.db "UPDATE key_state SET slots = X'00'"
+	cp state.db state.db.orig
+	run at 2 consume k --limit 3/60s --algorithm sliding-window
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"sub-windows are not in throttle's encoding"* ]]
+	cmp state.db state.db.orig
+	sqlite3 state.db "UPDATE key_state SET slots = X'0105'"
+	run at 2 inspect k
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state out of range"* ]]
+	at 1 consume h --limit 3/60s --algorithm hybrid
+	sqlite3 state.db "UPDATE key_state SET s1 = 9 WHERE algorithm = 'hybrid'"
+	run at 2 consume h --limit 3/60s --algorithm hybrid
+	[ "$status" -eq 3 ]
+}
+
+@test "sliding-window property: random arrivals never put more than N in a PERIOD" {
+	# 5 per 20s at 1s granularity; 150 requests at random whole seconds.
+	t=1000
+	: >admitted
+	for n in $(seq 150); do
+		t=$((t + RANDOM % 4))
+		at "$t" consume p --limit 5/20s --algorithm sliding-window --granularity 1s -q &&
+		    echo "$t" >>admitted
+	done
+	[ "$(wc -l <admitted)" -ge 5 ]
+	while read -r start; do
+		inside=$(awk -v s="$start" '$1 >= s && $1 < s + 20' admitted | wc -l)
+		[ "$inside" -le 5 ] || { echo "$inside admitted in [$start, $start+20)"; return 1; }
+	done <admitted
+}
