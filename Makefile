@@ -19,10 +19,13 @@ LIBS_ALL =	$(SQLITE_LIBS) $(LIBS)
 
 # The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
 PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
-		src/algo-hybrid.o src/limit.o src/parse.o src/slots.o
+		src/algo-hybrid.o src/lease.o src/limit.o src/parse.o \
+		src/shed.o src/slots.o
 OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
+		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
+		src/cmd-run.o \
 		$(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 

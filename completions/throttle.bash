@@ -8,29 +8,38 @@ _throttle_keys()
 _throttle()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="consume check release inspect reset help"
+	local commands="consume check release inspect reset acquire renew run shed help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
 	local decide="--limit --burst --algorithm --granularity --cost"
+	local lease="--concurrency --ttl --owner --priority --reserve"
+	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" w i
 
 	case $prev in
 	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")); return ;;
 	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")); return ;;
 	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")); return ;;
+	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")); return ;;
+	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
 	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--limit|--burst|--cost|--lock-timeout|--granularity) return ;;
+	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) return ;;
 	esac
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost) ((i++)) ;;
+		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) ((i++)) ;;
 		-*) ;;
 		*) cmd=$w; break ;;
 		esac
 	done
 	if [[ $cur == -* ]]; then
 		case $cmd in
-		consume|check|release) COMPREPLY=($(compgen -W "$decide $global" -- "$cur")) ;;
+		consume|check) COMPREPLY=($(compgen -W "$decide $global" -- "$cur")) ;;
+		release) COMPREPLY=($(compgen -W "$decide --lease $global" -- "$cur")) ;;
+		acquire) COMPREPLY=($(compgen -W "$lease $global" -- "$cur")) ;;
+		renew) COMPREPLY=($(compgen -W "--lease --ttl $global" -- "$cur")) ;;
+		run) COMPREPLY=($(compgen -W "$decide $lease --conflict-exit-code $global" -- "$cur")) ;;
+		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
 		esac
 		return

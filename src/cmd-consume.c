@@ -12,16 +12,20 @@
 
 #include "throttle.h"
 
-static int
-decide_exec(struct opts *o, int dry)
+/*
+ * Decide on the command's key under --limit and, unless dry, commit it.
+ * The limit is checked first (exit 2).  0 with *d filled, or -1 with the
+ * exit code of an already reported store error in *rc.
+ */
+int
+cmd_consume_decide(struct opts *o, int dry, struct decision *d, int *rc)
 {
 	struct store *st;
 	struct keyrec rec = { 0 };
 	struct kstate cur = { 0 }, next = { 0 };
 	struct limit lim;
-	struct decision d;
 	char err[STORE_ERR_MAX];
-	int rc;
+	int ret = -1, r;
 
 	if (!o->has_limit)
 		die_usage("%s: no limit for this key; give one, as in "
@@ -34,41 +38,52 @@ decide_exec(struct opts *o, int dry)
 		    o->limit.algo->takes_burst ? "burst" : "limit",
 		    (long long)o->limit.burst,
 		    o->limit.algo->takes_burst ? "--burst" : "the limit");
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
+	if ((st = cmd_open(o, rc)) == NULL)
+		return -1;
 	for (;;) {
 		if (store_begin(st, !dry) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
+			*rc = cmd_fail(o, st, store_error(st));
 			goto out;
 		}
 		if (cmd_prepare(o, st, &rec, &lim, &cur, &next, err,
 			sizeof(err)) == -1) {
-			rc = cmd_fail(o, st, err);
+			*rc = cmd_fail(o, st, err);
 			goto out;
 		}
-		lim.algo->decide(&lim, &cur, o->now, o->cost, &d, &next);
+		lim.algo->decide(&lim, &cur, o->now, o->cost, d, &next);
 		if (dry) {
 			store_rollback(st);
 			break;
 		}
-		if (d.allowed &&
-		    cmd_save(o, st, &lim, &next, d.reset_after) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
+		if (d->allowed &&
+		    cmd_save(o, st, &lim, &next, d->reset_after) == -1) {
+			*rc = cmd_fail(o, st, store_error(st));
 			goto out;
 		}
-		if ((rc = store_commit(st)) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
+		if ((r = store_commit(st)) == -1) {
+			*rc = cmd_fail(o, st, store_error(st));
 			goto out;
 		}
-		if (rc != STORE_RETRY)
+		if (r != STORE_RETRY)
 			break;
 	}
 	store_close(st);
-	cmd_print(o, &lim, o->cost, &d);
-	rc = d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+	ret = 0;
 out:
 	cmd_unprepare(&rec, &cur, &next);
-	return rc;
+	return ret;
+}
+
+static int
+decide_exec(struct opts *o, int dry)
+{
+	struct decision d;
+	int rc;
+
+	if (cmd_consume_decide(o, dry, &d, &rc) == -1)
+		return rc;
+	cmd_print(o, &o->limit, o->cost, &d);
+	return d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 }
 
 static int

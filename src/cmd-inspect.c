@@ -11,6 +11,8 @@
 
 struct inspect_ctx {
 	const struct opts *o;
+	struct host me;
+	int leases; /* live leases shown */
 	char err[STORE_ERR_MAX];
 };
 
@@ -49,53 +51,84 @@ show(const struct keyrec *rec, void *arg)
 	return 0;
 }
 
+/* Print one live lease; dead ones are left for the next acquire. */
+static int
+show_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
+{
+	struct inspect_ctx *ctx = arg;
+	const struct opts *o = ctx->o;
+	const char *prio = priority_name(l->priority);
+
+	if (!lease_live(l, o->now, host_owner_state(&ctx->me, l)))
+		return 0;
+	ctx->leases++;
+	if (o->format == FORMAT_SHELL)
+		return 0; /* shell shows the rate state; leases are many */
+	struct field f[] = {
+		{ "key", FIELD_STR, key, keylen, 0 },
+		{ "lease", FIELD_STR, l->id, strlen(l->id), 0 },
+		{ "priority", FIELD_STR, prio, strlen(prio), 0 },
+		{ "owner", FIELD_INT, NULL, 0, l->pid },
+		{ "host", FIELD_STR, l->host, strlen(l->host), 0 },
+		{ "age", FIELD_SECS, NULL, 0,
+		    o->now > l->acquired ? o->now - l->acquired : 0 },
+		{ "expires_after", FIELD_SECS, NULL, 0,
+		    lease_expires_after(l, o->now) },
+	};
+	output_fields(o, f, sizeof(f) / sizeof(f[0]));
+	return 0;
+}
+
 static int
 inspect_exec(struct opts *o)
 {
 	struct inspect_ctx ctx;
 	struct store *st;
 	struct keyrec rec = { 0 };
-	int found, rc;
+	int found = 0, rc;
 
 	if (o->key == NULL && o->format == FORMAT_SHELL)
 		die_usage("inspect: --format shell shows one key; give a key, "
 			  "or use --format json for all of them");
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.o = o;
+	host_self(&ctx.me);
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	if (store_begin(st, 0) == -1)
 		return cmd_fail(o, st, store_error(st));
 	if (o->key == NULL) {
-		if (store_list(st, show, &ctx) == -1)
+		if (store_list(st, show, &ctx) == -1 ||
+		    store_lease_list(st, NULL, 0, show_lease, &ctx) == -1)
 			return cmd_fail(o, st,
 			    ctx.err[0] ? ctx.err : store_error(st));
-		store_rollback(st);
-		store_close(st);
-		return EXIT_ALLOWED;
-	}
-	if ((found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err))) == -1) {
+	} else {
+		found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err));
+		if (found == -1 || (found == 1 && show(&rec, &ctx) == -1) ||
+		    store_lease_list(st, o->key, o->keylen, show_lease, &ctx) ==
+			-1) {
+			free(rec.state.slots);
+			return cmd_fail(o, st,
+			    ctx.err[0] ? ctx.err : store_error(st));
+		}
 		free(rec.state.slots);
-		return cmd_fail(o, st, ctx.err);
 	}
 	store_rollback(st);
 	store_close(st);
-	if (!found) {
+	if (o->key != NULL && !found && ctx.leases == 0) {
 		fputs("throttle: ", stderr);
 		output_escape_text(stderr, o->key, o->keylen);
 		fputs(": no state (never used, reset, or forgotten)\n", stderr);
 		return EXIT_REFUSED;
 	}
-	show(&rec, &ctx);
-	free(rec.state.slots);
 	return EXIT_ALLOWED;
 }
 
 const struct cmd_entry cmd_inspect_entry = {
 	.name = "inspect",
 	.args = "[KEY]",
-	.summary = "show a key's limit and state (without KEY: every key); "
-		   "exit 1 if the key has no state",
+	.summary = "show a key's limit and state and its live leases "
+		   "(without KEY: every key); exit 1 if it has none",
 	.options = 0,
 	.min_args = 0,
 	.max_args = 1,

@@ -9,6 +9,44 @@
 
 #include "throttle.h"
 
+/* release KEY --lease ID: free one slot, touching no other lease. */
+static int
+release_lease(struct opts *o)
+{
+	struct store *st;
+	int found, rc;
+
+	if ((st = cmd_open(o, &rc)) == NULL)
+		return rc;
+	do {
+		if (store_begin(st, 1) == -1 ||
+		    (found = store_lease_del(st, o->key, o->keylen,
+			 o->lease)) == -1 ||
+		    (rc = store_commit(st)) == -1)
+			return cmd_fail(o, st, store_error(st));
+	} while (rc == STORE_RETRY);
+	store_close(st);
+	if (!found) {
+		fputs("throttle: ", stderr);
+		output_escape_text(stderr, o->key, o->keylen);
+		fputs(": no lease ", stderr);
+		output_escape_text(stderr, o->lease, strlen(o->lease));
+		fputs(" (already released, expired and cleaned up, or never "
+		      "held)\n",
+		    stderr);
+		return EXIT_REFUSED;
+	}
+	if (o->format != FORMAT_TEXT) {
+		struct field f[] = {
+			{ "key", FIELD_STR, o->key, o->keylen, 0 },
+			{ "lease", FIELD_STR, o->lease, strlen(o->lease), 0 },
+			{ "released", FIELD_BOOL, NULL, 0, 1 },
+		};
+		output_fields(o, f, sizeof(f) / sizeof(f[0]));
+	}
+	return EXIT_ALLOWED;
+}
+
 static int
 release_exec(struct opts *o)
 {
@@ -20,6 +58,11 @@ release_exec(struct opts *o)
 	char err[STORE_ERR_MAX];
 	int found, rc;
 
+	if (o->lease != NULL) {
+		if (o->has_limit)
+			die_usage("release: give --lease or a limit, not both");
+		return release_lease(o);
+	}
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	for (;;) {
@@ -62,12 +105,12 @@ out:
 
 const struct cmd_entry cmd_release_entry = {
 	.name = "release",
-	.args = "KEY [--cost N] [--limit N/PERIOD [--burst B] "
-		"[--algorithm NAME] [--granularity G]]",
+	.args = "KEY [--cost N] [--limit N/PERIOD [limit options]] | "
+		"KEY --lease ID",
 	.summary = "give --cost units back (work counted but not done), "
-		   "never beyond capacity",
+		   "never beyond capacity; or free a lease",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
-	    CMDOPT_COST | CMDOPT_GRANULARITY,
+	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_LEASE,
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,

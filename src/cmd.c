@@ -13,11 +13,22 @@
 #include "throttle.h"
 
 extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
-    cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry;
+    cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry,
+    cmd_acquire_entry, cmd_renew_entry, cmd_shed_entry, cmd_run_entry;
 
-static const struct cmd_entry *const cmd_table[] = { &cmd_consume_entry,
-	&cmd_check_entry, &cmd_release_entry, &cmd_inspect_entry,
-	&cmd_reset_entry, &cmd_help_entry, NULL };
+static const struct cmd_entry *const cmd_table[] = {
+	&cmd_consume_entry,
+	&cmd_check_entry,
+	&cmd_release_entry,
+	&cmd_inspect_entry,
+	&cmd_reset_entry,
+	&cmd_acquire_entry,
+	&cmd_renew_entry,
+	&cmd_run_entry,
+	&cmd_shed_entry,
+	&cmd_help_entry,
+	NULL,
+};
 
 enum {
 	OPT_DB,
@@ -31,7 +42,20 @@ enum {
 	OPT_BURST,
 	OPT_ALGORITHM,
 	OPT_COST,
-	OPT_GRANULARITY
+	OPT_GRANULARITY,
+	OPT_CONCURRENCY,
+	OPT_RESERVE,
+	OPT_OWNER,
+	OPT_TTL,
+	OPT_PRIORITY,
+	OPT_LEASE,
+	OPT_UTILIZATION,
+	OPT_SEED,
+	OPT_GOOD_BELOW,
+	OPT_BAD_ABOVE,
+	OPT_DELAY,
+	OPT_RAMP,
+	OPT_CONFLICT_EXIT_CODE
 };
 
 static const struct option_def {
@@ -53,6 +77,32 @@ static const struct option_def {
 	    "sliding-window: sub-window length (default PERIOD/60, >= 1ms)" },
 	{ OPT_COST, "cost", 0, "N", CMDOPT_COST,
 	    "units this request takes or gives back (default 1)" },
+	{ OPT_CONCURRENCY, "concurrency", 0, "N", CMDOPT_CONCURRENCY,
+	    "at most N leases held at once" },
+	{ OPT_RESERVE, "reserve", 0, "R", CMDOPT_CONCURRENCY,
+	    "slots kept for critical work: a count or a percentage" },
+	{ OPT_OWNER, "owner", 0, "PID", CMDOPT_CONCURRENCY,
+	    "the lease ends when this process on this host is gone" },
+	{ OPT_TTL, "ttl", 0, "DURATION", CMDOPT_TTL,
+	    "the lease ends this long after it was taken (default 1h)" },
+	{ OPT_PRIORITY, "priority", 0, "LEVEL", CMDOPT_PRIORITY,
+	    "critical, high, normal (default) or low" },
+	{ OPT_LEASE, "lease", 0, "ID", CMDOPT_LEASE,
+	    "the lease to release or renew" },
+	{ OPT_UTILIZATION, "utilization", 0, "U", CMDOPT_SHED,
+	    "shed: how busy the workers are, 0 to 1, or auto" },
+	{ OPT_SEED, "seed", 0, "N", CMDOPT_SHED,
+	    "shed: make the random draw reproducible" },
+	{ OPT_GOOD_BELOW, "good-below", 0, "U", CMDOPT_SHED,
+	    "shed: shed less below this utilization (0.7)" },
+	{ OPT_BAD_ABOVE, "bad-above", 0, "U", CMDOPT_SHED,
+	    "shed: shed more above this utilization (0.8)" },
+	{ OPT_DELAY, "delay", 0, "DURATION", CMDOPT_SHED,
+	    "shed: overload before shedding starts (28s)" },
+	{ OPT_RAMP, "ramp", 0, "DURATION", CMDOPT_SHED,
+	    "shed: time from shedding nothing to everything (120s)" },
+	{ OPT_CONFLICT_EXIT_CODE, "conflict-exit-code", 0, "N", CMDOPT_RUN,
+	    "run: exit code when refused (default 75)" },
 	{ OPT_DB, "db", 0, "PATH", 0, "state file (env THROTTLE_DB)" },
 	{ OPT_FORMAT, "format", 0, "FORMAT", 0,
 	    "text, json or shell (env THROTTLE_FORMAT)" },
@@ -244,6 +294,77 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 	case OPT_COST:
 		if (parse_count(v, COUNT_MAX, &o->cost, &err) == -1)
 			die_usage("--cost: '%s' %s", v, err);
+		break;
+	case OPT_CONCURRENCY:
+		if (parse_count(v, COUNT_MAX, &o->concurrency, &err) == -1)
+			die_usage("--concurrency: '%s' %s", v, err);
+		if (o->concurrency == 0)
+			die_usage("--concurrency: '%s' allows nothing; give at "
+				  "least 1",
+			    v);
+		o->has_concurrency = 1;
+		break;
+	case OPT_RESERVE:
+		if (parse_reserve(v, &o->reserve, &o->reserve_percent, &err) ==
+		    -1)
+			die_usage("--reserve: '%s' %s", v, err);
+		o->has_reserve = 1;
+		break;
+	case OPT_OWNER:
+		if (parse_count(v, INT32_MAX, &o->owner, &err) == -1 ||
+		    o->owner == 0)
+			die_usage("--owner: '%s' is not a process id", v);
+		o->has_owner = 1;
+		break;
+	case OPT_TTL:
+		if (parse_duration(v, &o->ttl, &err) == -1)
+			die_usage("--ttl: '%s' %s", v, err);
+		o->has_ttl = 1;
+		break;
+	case OPT_PRIORITY:
+		if (parse_priority(v, &o->priority) == -1)
+			die_usage("--priority: '%s' is not a priority; use "
+				  "critical, high, normal or low",
+			    v);
+		break;
+	case OPT_LEASE:
+		o->lease = v;
+		break;
+	case OPT_UTILIZATION:
+		if (strcmp(v, "auto") == 0)
+			o->utilization_auto = 1;
+		else if (parse_fraction(v, &o->utilization, &err) == -1)
+			die_usage("--utilization: '%s' %s, or auto", v, err);
+		o->has_utilization = 1;
+		break;
+	case OPT_SEED:
+		if (parse_count(v, INT64_MAX, &n, &err) == -1)
+			die_usage("--seed: '%s' %s", v, err);
+		o->seed = (uint64_t)n;
+		o->has_seed = 1;
+		break;
+	case OPT_GOOD_BELOW:
+		if (parse_fraction(v, &o->shed.good_ppm, &err) == -1)
+			die_usage("--good-below: '%s' %s", v, err);
+		break;
+	case OPT_BAD_ABOVE:
+		if (parse_fraction(v, &o->shed.bad_ppm, &err) == -1)
+			die_usage("--bad-above: '%s' %s", v, err);
+		break;
+	case OPT_DELAY:
+		if (parse_duration(v, &o->shed.delay, &err) == -1)
+			die_usage("--delay: '%s' %s", v, err);
+		break;
+	case OPT_RAMP:
+		if (parse_duration(v, &o->shed.ramp, &err) == -1)
+			die_usage("--ramp: '%s' %s", v, err);
+		break;
+	case OPT_CONFLICT_EXIT_CODE:
+		if (parse_count(v, 255, &n, &err) == -1)
+			die_usage("--conflict-exit-code: '%s' is not a code "
+				  "from 0 to 255",
+			    v);
+		o->conflict_exit_code = (int)n;
 		break;
 	case OPT_GRANULARITY:
 		if (parse_duration(v, &o->limit.granularity, &err) == -1)
@@ -464,12 +585,16 @@ cmd_main(int argc, char **argv)
 	const struct option_def *d, **given;
 	const char **vals, **ops, *v, *env, *eq;
 	const struct cmd_entry *c = NULL;
-	int i, nops = 0, ngiven = 0, dashdash = 0, help = 0;
+	int i, nops = 0, ngiven = 0, dashdash = 0, help = 0, nbefore = -1;
 	int version = 0, rc;
 
 	memset(&o, 0, sizeof(o));
 	o.lock_timeout = 5 * US_PER_SEC;
 	o.cost = 1;
+	o.priority = PRIO_NORMAL;
+	o.ttl = 3600 * US_PER_SEC;
+	o.conflict_exit_code = 75; /* EX_TEMPFAIL */
+	shed_default_params(&o.shed);
 	if ((env = getenv("THROTTLE_FORMAT")) != NULL && *env != '\0' &&
 	    parse_format(env, &o.format) == -1)
 		die_usage("THROTTLE_FORMAT: '%s' is not a format; use text, "
@@ -488,6 +613,7 @@ cmd_main(int argc, char **argv)
 		}
 		if (strcmp(a, "--") == 0) {
 			dashdash = 1;
+			nbefore = nops;
 			continue;
 		}
 		v = NULL;
@@ -552,6 +678,14 @@ cmd_main(int argc, char **argv)
 				  "see throttle help %s",
 			    c->name, given[i]->name, c->name);
 		apply(&o, given[i], vals[i]);
+	}
+	if (c->takes_command) {
+		if (nbefore < 0 || nbefore >= nops)
+			die_usage("%s: no command to run; write throttle %s "
+				  "KEY [options] -- COMMAND [ARGS...]",
+			    c->name, c->name);
+		o.command = (char **)(ops + nbefore);
+		nops = nbefore;
 	}
 	if (nops - 1 < c->min_args)
 		die_usage("%s: %s; usage: throttle %s %s", c->name,

@@ -303,3 +303,113 @@ output_mapped_error(const struct opts *o, int allowed, const char *msg)
 		break;
 	}
 }
+
+/* A millionths value as a decimal: 750000 is 0.75, -233334 is -0.233334. */
+size_t
+output_micro(char *buf, size_t len, int64_t v)
+{
+	uint64_t a = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+	int n;
+
+	n = snprintf(buf, len, "%s%llu.%06llu", v < 0 ? "-" : "",
+	    (unsigned long long)(a / 1000000),
+	    (unsigned long long)(a % 1000000));
+	if (n < 0 || (size_t)n >= len)
+		return 0;
+	while (n > 0 && buf[n - 1] == '0')
+		buf[--n] = '\0';
+	if (n > 0 && buf[n - 1] == '.')
+		buf[--n] = '\0';
+	return (size_t)n;
+}
+
+/* A field's shell variable name: THROTTLE_, the name upper-cased, suffix. */
+static void
+shell_name(const char *name, const char *suffix)
+{
+	fputs("THROTTLE_", stdout);
+	for (; *name != '\0'; name++)
+		putchar(*name >= 'a' && *name <= 'z' ? *name - 32 : *name);
+	fputs(suffix, stdout);
+}
+
+/* A duration field; negative means never. */
+static void
+field_secs(const struct opts *o, const struct field *f)
+{
+	char t[32];
+
+	if (f->v < 0) {
+		if (o->format == FORMAT_JSON)
+			fputs("null", stdout);
+		else if (o->format == FORMAT_TEXT)
+			fputs("never", stdout);
+		else {
+			putchar('\n');
+			shell_name(f->name, "_SECS=");
+		}
+		return;
+	}
+	output_seconds(t, sizeof(t), f->v);
+	fputs(t, stdout);
+	if (o->format == FORMAT_TEXT)
+		putchar('s');
+	else if (o->format == FORMAT_SHELL) {
+		putchar('\n');
+		shell_name(f->name, "_SECS=");
+		printf("%lld", secs_up(f->v));
+	}
+}
+
+/*
+ * Write one record of named fields: a json object, shell variables
+ * (THROTTLE_NAME, with THROTTLE_NAME_SECS for durations), or in text
+ * "KEY name=value ..." where the first field is the key.
+ */
+void
+output_fields(const struct opts *o, const struct field *f, size_t n)
+{
+	char t[32];
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (o->format == FORMAT_JSON)
+			printf("%s\"%s\":", i == 0 ? "{" : ",", f[i].name);
+		else if (o->format == FORMAT_SHELL)
+			shell_name(f[i].name, "=");
+		else if (i > 0)
+			printf(" %s=", f[i].name);
+		switch (f[i].kind) {
+		case FIELD_STR:
+			if (o->format == FORMAT_JSON)
+				json_string(stdout, f[i].s, f[i].n);
+			else if (o->format == FORMAT_SHELL)
+				shell_string(stdout, f[i].s, f[i].n);
+			else
+				output_escape_text(stdout, f[i].s, f[i].n);
+			break;
+		case FIELD_INT:
+			printf("%lld", (long long)f[i].v);
+			break;
+		case FIELD_BOOL:
+			if (o->format == FORMAT_JSON)
+				fputs(f[i].v ? "true" : "false", stdout);
+			else
+				putchar(f[i].v ? '1' : '0');
+			break;
+		case FIELD_MICRO:
+			output_micro(t, sizeof(t), f[i].v);
+			fputs(t, stdout);
+			break;
+		case FIELD_SECS:
+			field_secs(o, &f[i]);
+			break;
+		}
+		if (o->format == FORMAT_SHELL)
+			putchar('\n');
+	}
+	if (o->format == FORMAT_JSON)
+		fputs("}\n", stdout);
+	else if (o->format == FORMAT_TEXT)
+		putchar('\n');
+}

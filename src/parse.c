@@ -322,3 +322,81 @@ parse_on_error(const char *s, enum on_error *out)
 		return -1;
 	return 0;
 }
+
+static const char *const priorities[] = { "critical", "high", "normal", "low" };
+
+/* Parse a priority name. */
+int
+parse_priority(const char *s, int *out)
+{
+	int i;
+
+	for (i = 0; i < (int)(sizeof(priorities) / sizeof(*priorities)); i++)
+		if (strcmp(s, priorities[i]) == 0) {
+			*out = i;
+			return 0;
+		}
+	return -1;
+}
+
+/* The name of a priority. */
+const char *
+priority_name(int p)
+{
+	return p >= 0 && p < (int)(sizeof(priorities) / sizeof(*priorities))
+	    ? priorities[p]
+	    : "?";
+}
+
+/*
+ * Parse a non-negative decimal such as 0.75 or 1.5 into millionths; digits
+ * past the millionth are dropped.
+ */
+int
+parse_fraction(const char *s, int64_t *out, const char **errstr)
+{
+	int64_t whole = 0, frac = 0, mult = 100000;
+	const char *p = s;
+
+	for (; isdigit_c(*p); p++) {
+		if (whole > 1000000) {
+			*errstr = "is too large";
+			return -1;
+		}
+		whole = whole * 10 + (*p - '0');
+	}
+	if (*p == '.')
+		for (p++; isdigit_c(*p); p++) {
+			frac += (*p - '0') * mult;
+			mult /= 10;
+		}
+	if (p == s || *p != '\0' || (p == s + 1 && *s == '.')) {
+		*errstr = "is not a number (give a decimal such as 0.75)";
+		return -1;
+	}
+	*out = whole * 1000000 + frac;
+	return 0;
+}
+
+/* Parse a reserve: a count of slots ("2") or a percentage ("20%"). */
+int
+parse_reserve(const char *s, int64_t *value, int *percent, const char **errstr)
+{
+	char buf[32];
+	size_t n = strlen(s);
+
+	*percent = n > 0 && s[n - 1] == '%';
+	if (!*percent)
+		return parse_count(s, COUNT_MAX, value, errstr);
+	if (n - 1 >= sizeof(buf)) {
+		*errstr = "is too long";
+		return -1;
+	}
+	memcpy(buf, s, n - 1);
+	buf[n - 1] = '\0';
+	if (parse_count(buf, 100, value, errstr) == -1) {
+		*errstr = "is not a percentage from 0% to 100%";
+		return -1;
+	}
+	return 0;
+}

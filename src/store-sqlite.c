@@ -56,8 +56,29 @@ static const char *const migrations[] = {
 	"  slots       BLOB," /* sub-windows, see slots.c */
 	"  rest_at     INTEGER NOT NULL" /* us when back at rest, for gc */
 	") WITHOUT ROWID",
+
+	/* 1 -> 2: concurrency leases and the utilization shedder */
+	"CREATE TABLE lease ("
+	"  key       BLOB NOT NULL,"
+	"  id        TEXT NOT NULL,"
+	"  priority  INTEGER NOT NULL,"
+	"  acquired  INTEGER NOT NULL," /* us */
+	"  ttl       INTEGER NOT NULL," /* us, 0: none */
+	"  expires   INTEGER NOT NULL," /* us, 0: never */
+	"  pid       INTEGER NOT NULL," /* owner, 0: none */
+	"  pid_start INTEGER NOT NULL," /* owner's start, ticks after boot */
+	"  boot_id   TEXT NOT NULL,"
+	"  host      TEXT NOT NULL,"
+	"  PRIMARY KEY (key, id)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE shed_state ("
+	"  key       BLOB PRIMARY KEY NOT NULL,"
+	"  amount    INTEGER NOT NULL," /* units of 1e-12 */
+	"  changed   INTEGER NOT NULL" /* us */
+	") WITHOUT ROWID",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
+#define NEEDS_UPGRADE 1 /* verify(): a reader found an older schema */
 
 struct sq {
 	sqlite3 *db;
@@ -394,22 +415,22 @@ verify(struct sq *sq, int write)
 		return -1;
 	} else if (version == SCHEMA_VERSION)
 		return 0;
-	else if (!write) {
-		set_err(sq,
-		    "has an older schema (%lld); run a command that "
-		    "writes, such as consume, to upgrade it",
-		    (long long)version);
-		return -1;
-	}
+	else if (!write)
+		return NEEDS_UPGRADE;
 	for (i = (int)version; i < SCHEMA_VERSION; i++)
-		if (exec_sql(sq, migrations[i]) == -1)
+		if (sqlite3_exec(sq->db, migrations[i], NULL, NULL, NULL) !=
+		    SQLITE_OK) {
+			sql_err(sq, "upgrading the schema");
 			return -1;
+		}
 	snprintf(sql, sizeof(sql), "PRAGMA application_id=%d", APPLICATION_ID);
 	if (exec_sql(sq, sql) == -1)
 		return -1;
 	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
 	return exec_sql(sq, sql);
 }
+
+static int sq_commit(void *);
 
 static int
 sq_begin(void *p, int write)
@@ -426,12 +447,22 @@ sq_begin(void *p, int write)
 	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1)
 		return -1;
 	sq->in_txn = 1;
-	if (verify(sq, write) == -1) {
+	switch (verify(sq, write)) {
+	case 0:
+		return 0;
+	case NEEDS_UPGRADE:
+		/* A reader found an older file: upgrade it in a write
+		 * transaction of its own, then read as asked. */
+		exec_sql(sq, "ROLLBACK");
+		sq->in_txn = 0;
+		if (sq_begin(sq, 1) == -1 || sq_commit(sq) == -1)
+			return -1;
+		return sq_begin(sq, 0);
+	default:
 		exec_sql(sq, "ROLLBACK");
 		sq->in_txn = 0;
 		return -1;
 	}
-	return 0;
 }
 
 static int
@@ -657,6 +688,227 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 }
 
 static int
+text_col(struct sq *sq, sqlite3_stmt *stmt, int col, char *buf, size_t len)
+{
+	const unsigned char *t = sqlite3_column_text(stmt, col);
+	int n = sqlite3_column_bytes(stmt, col);
+
+	if (t == NULL || n < 0 || (size_t)n >= len) {
+		set_err(sq,
+		    "holds a lease with a bad column %d; the file was "
+		    "edited by something else",
+		    col);
+		return -1;
+	}
+	memcpy(buf, t, (size_t)n + 1);
+	return 0;
+}
+
+static int
+decode_lease(struct sq *sq, sqlite3_stmt *stmt, struct lease *l)
+{
+	int i;
+	size_t k;
+
+	for (i = 2; i <= 7; i++)
+		if (sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
+			set_err(sq,
+			    "holds a lease whose column %d is not a "
+			    "number; the file was edited by something "
+			    "else",
+			    i);
+			return -1;
+		}
+	if (text_col(sq, stmt, 1, l->id, sizeof(l->id)) == -1 ||
+	    text_col(sq, stmt, 8, l->boot_id, sizeof(l->boot_id)) == -1 ||
+	    text_col(sq, stmt, 9, l->host, sizeof(l->host)) == -1)
+		return -1;
+	l->priority = (int)sqlite3_column_int64(stmt, 2);
+	l->acquired = sqlite3_column_int64(stmt, 3);
+	l->ttl = sqlite3_column_int64(stmt, 4);
+	l->expires = sqlite3_column_int64(stmt, 5);
+	l->pid = sqlite3_column_int64(stmt, 6);
+	l->pid_start = sqlite3_column_int64(stmt, 7);
+	for (k = 0; l->id[k] != '\0'; k++)
+		if (strchr("0123456789abcdef", l->id[k]) == NULL)
+			break;
+	if (k != LEASE_ID_LEN || l->id[k] != '\0' || l->priority < 0 ||
+	    l->priority > PRIO_LOW || l->ttl < 0 || l->expires < 0 ||
+	    l->pid < 0) {
+		set_err(sq,
+		    "holds a lease throttle never writes; the file was "
+		    "edited by something else");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+sq_lease_list(void *p, const char *key, size_t keylen,
+    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	struct lease l;
+	struct keyrec k;
+	int rc, ret = 0;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db,
+		key != NULL
+		    ? "SELECT key, id, priority, acquired, ttl, expires, pid,"
+		      " pid_start, boot_id, host FROM lease WHERE key = :key"
+		      " ORDER BY acquired, id"
+		    : "SELECT key, id, priority, acquired, ttl, expires, pid,"
+		      " pid_start, boot_id, host FROM lease"
+		      " ORDER BY key, acquired, id",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "listing leases");
+		return -1;
+	}
+	if (key != NULL)
+		sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
+			sqlite3_column_bytes(stmt, 0), &k) == -1 ||
+		    decode_lease(sq, stmt, &l) == -1) {
+			ret = -1;
+			break;
+		}
+		if ((ret = fn(k.key, k.keylen, &l, arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE) {
+		sql_err(sq, "listing leases");
+		ret = -1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+static int
+sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (sqlite3_prepare_v2(sq->db,
+		"INSERT OR REPLACE INTO lease (key, id, priority, acquired,"
+		" ttl, expires, pid, pid_start, boot_id, host) VALUES"
+		" (:key, :id, :priority, :acquired, :ttl, :expires, :pid,"
+		" :pid_start, :boot_id, :host)",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "saving a lease");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, l->id, -1, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 3, l->priority);
+	sqlite3_bind_int64(stmt, 4, l->acquired);
+	sqlite3_bind_int64(stmt, 5, l->ttl);
+	sqlite3_bind_int64(stmt, 6, l->expires);
+	sqlite3_bind_int64(stmt, 7, l->pid);
+	sqlite3_bind_int64(stmt, 8, l->pid_start);
+	sqlite3_bind_text(stmt, 9, l->boot_id, -1, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 10, l->host, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		sql_err(sq, "saving a lease");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+/* Delete a lease: 1 if it was there, 0 if not, -1 on error. */
+static int
+sq_lease_del(void *p, const char *key, size_t keylen, const char *id)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db,
+		"DELETE FROM lease WHERE key = :key AND id = :id", -1, &stmt,
+		NULL) != SQLITE_OK) {
+		sql_err(sq, "freeing a lease");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		sql_err(sq, "freeing a lease");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? sqlite3_changes(sq->db) > 0 : -1;
+}
+
+static int
+sq_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
+    int64_t *changed)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc, ret = -1;
+
+	if (sq->empty)
+		return 0;
+	if (sqlite3_prepare_v2(sq->db,
+		"SELECT amount, changed FROM shed_state WHERE key = :key", -1,
+		&stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "loading a shedder");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	rc = sqlite3_step(stmt);
+	if (rc == SQLITE_DONE)
+		ret = 0;
+	else if (rc != SQLITE_ROW)
+		sql_err(sq, "loading a shedder");
+	else if (sqlite3_column_type(stmt, 0) != SQLITE_INTEGER ||
+	    sqlite3_column_type(stmt, 1) != SQLITE_INTEGER ||
+	    sqlite3_column_int64(stmt, 0) > SHED_ONE ||
+	    sqlite3_column_int64(stmt, 0) < -SHED_ONE * 1000000)
+		set_err(sq,
+		    "holds a shedder state throttle never writes; the "
+		    "file was edited by something else");
+	else {
+		*amount = sqlite3_column_int64(stmt, 0);
+		*changed = sqlite3_column_int64(stmt, 1);
+		ret = 1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+static int
+sq_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
+    int64_t changed)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc;
+
+	if (sqlite3_prepare_v2(sq->db,
+		"INSERT OR REPLACE INTO shed_state (key, amount, changed)"
+		" VALUES (:key, :amount, :changed)",
+		-1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, "saving a shedder");
+		return -1;
+	}
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, amount);
+	sqlite3_bind_int64(stmt, 3, changed);
+	rc = sqlite3_step(stmt);
+	if (rc != SQLITE_DONE)
+		sql_err(sq, "saving a shedder");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
 sq_commit(void *p)
 {
 	struct sq *sq = p;
@@ -698,6 +950,11 @@ const struct store_ops store_sqlite_ops = {
 	.save = sq_save,
 	.del = sq_del,
 	.list = sq_list,
+	.lease_list = sq_lease_list,
+	.lease_put = sq_lease_put,
+	.lease_del = sq_lease_del,
+	.shed_load = sq_shed_load,
+	.shed_save = sq_shed_save,
 	.commit = sq_commit,
 	.rollback = sq_rollback,
 	.close = sq_close,

@@ -74,6 +74,46 @@ store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
 	return st->ops->list(st->impl, fn, arg);
 }
 
+/* Call fn for each lease of key (every key's, if key is NULL). */
+int
+store_lease_list(struct store *st, const char *key, size_t keylen,
+    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
+{
+	return st->ops->lease_list(st->impl, key, keylen, fn, arg);
+}
+
+/* Save a lease, replacing one with the same id. */
+int
+store_lease_put(struct store *st, const char *key, size_t keylen,
+    const struct lease *l)
+{
+	return st->ops->lease_put(st->impl, key, keylen, l);
+}
+
+/* Free a lease: 1 if it was held, 0 if there was no such lease. */
+int
+store_lease_del(struct store *st, const char *key, size_t keylen,
+    const char *id)
+{
+	return st->ops->lease_del(st->impl, key, keylen, id);
+}
+
+/* Load a shedder's amount and when it changed: 1 found, 0 none. */
+int
+store_shed_load(struct store *st, const char *key, size_t keylen,
+    int64_t *amount, int64_t *changed)
+{
+	return st->ops->shed_load(st->impl, key, keylen, amount, changed);
+}
+
+/* Save a shedder's amount and when it changed. */
+int
+store_shed_save(struct store *st, const char *key, size_t keylen,
+    int64_t amount, int64_t changed)
+{
+	return st->ops->shed_save(st->impl, key, keylen, amount, changed);
+}
+
 /* Commit: 0 done, STORE_RETRY run the transaction again, -1 error. */
 int
 store_commit(struct store *st)

@@ -98,6 +98,39 @@ struct algo {
 	int (*valid)(const struct limit *, const struct kstate *);
 };
 
+/* Priorities, most important first: critical is never shed or reserved. */
+enum priority { PRIO_CRITICAL, PRIO_HIGH, PRIO_NORMAL, PRIO_LOW };
+
+#define LEASE_ID_LEN 16 /* hex digits */
+#define HOST_MAX 255
+#define BOOT_ID_MAX 36
+
+/* One held slot of a concurrency limit (see lease.c). */
+struct lease {
+	char id[LEASE_ID_LEN + 1];
+	int priority;
+	int64_t acquired; /* us since the epoch */
+	int64_t ttl; /* us; 0: no expiry */
+	int64_t expires; /* us since the epoch; 0: never */
+	int64_t pid; /* owner process; 0: none */
+	int64_t pid_start; /* its start time, clock ticks after boot */
+	char boot_id[BOOT_ID_MAX + 1]; /* the owner's boot */
+	char host[HOST_MAX + 1]; /* the owner's host */
+};
+
+/* What is known about a lease owner's life. */
+enum owner_state { OWNER_UNKNOWN, OWNER_ALIVE, OWNER_DEAD };
+
+/* The worker utilization shedder's settings (seed 004's constants). */
+struct shed_params {
+	int64_t good_ppm; /* below this utilization, shed less (0.7) */
+	int64_t bad_ppm; /* above this, shed more (0.8) */
+	int64_t delay; /* us of overload before shedding starts (28 s) */
+	int64_t ramp; /* us from shedding nothing to everything (120 s) */
+};
+
+#define SHED_ONE INT64_C(1000000000000) /* a shedding amount of 1 */
+
 /* A key's record in the store. */
 struct keyrec {
 	char key[KEY_MAX + 1];
@@ -122,6 +155,24 @@ struct opts {
 	struct limit limit; /* --limit, --burst, --algorithm, --granularity */
 	const char *limit_text; /* --limit as typed, for messages */
 	const char *granularity_text;
+
+	/* leases */
+	int has_concurrency, has_ttl, has_owner, has_reserve;
+	int64_t concurrency, ttl, owner;
+	int64_t reserve;
+	int reserve_percent;
+	int priority;
+	const char *lease;
+
+	/* shed */
+	int has_utilization, utilization_auto, has_seed;
+	int64_t utilization; /* millionths */
+	uint64_t seed;
+	struct shed_params shed;
+
+	/* run */
+	int conflict_exit_code;
+	char **command; /* after "--", NULL-terminated */
 	int64_t cost;
 
 	/* operand */
@@ -136,6 +187,12 @@ struct opts {
 #define CMDOPT_ALGORITHM 0x04
 #define CMDOPT_COST 0x08
 #define CMDOPT_GRANULARITY 0x10
+#define CMDOPT_CONCURRENCY 0x20 /* --concurrency, --reserve, --owner */
+#define CMDOPT_TTL 0x40
+#define CMDOPT_PRIORITY 0x80
+#define CMDOPT_LEASE 0x100
+#define CMDOPT_SHED 0x200 /* --utilization, --seed and the constants */
+#define CMDOPT_RUN 0x400 /* --conflict-exit-code */
 
 /* One command: cmd-<name>.c exports cmd_<name>_entry. */
 struct cmd_entry {
@@ -145,6 +202,7 @@ struct cmd_entry {
 	int options; /* CMDOPT_* it takes */
 	int min_args, max_args;
 	int operand_is_key;
+	int takes_command; /* run: KEY -- COMMAND [ARGS...] */
 	int (*exec)(struct opts *);
 };
 
@@ -182,6 +240,19 @@ extern const struct algo algo_hybrid;
 /* clock.c */
 int clock_now(int64_t *, const char **);
 
+struct store;
+
+/* cmd-acquire.c */
+int cmd_acquire_scan(const struct opts *, struct store *, int, const char *,
+    int64_t *, int64_t *, struct lease *);
+int cmd_acquire_take(const struct opts *, int64_t, int64_t, struct lease *,
+    int64_t *, int64_t *, int *);
+void cmd_acquire_check(const struct opts *, const char *);
+void cmd_acquire_refused(const struct opts *, int64_t);
+
+/* cmd-consume.c */
+int cmd_consume_decide(struct opts *, int, struct decision *, int *);
+
 /* cmd.c */
 int cmd_main(int, char **);
 struct store *cmd_open(const struct opts *, int *);
@@ -195,6 +266,24 @@ int cmd_save(const struct opts *, struct store *, const struct limit *,
     const struct kstate *, int64_t);
 void cmd_print(const struct opts *, const struct limit *, int64_t,
     const struct decision *);
+
+/* host.c */
+struct host {
+	char name[HOST_MAX + 1];
+	char boot_id[BOOT_ID_MAX + 1];
+};
+int host_self(struct host *);
+int host_pid_start(int64_t, int64_t *);
+enum owner_state host_owner_state(const struct host *, const struct lease *);
+int host_new_id(char *, size_t);
+uint64_t host_random(void);
+int host_utilization(int64_t *, const char **);
+
+/* lease.c */
+int lease_live(const struct lease *, int64_t, enum owner_state);
+int lease_admit(int64_t, int64_t, int64_t, int);
+int64_t lease_reserve(int64_t, int64_t, int);
+int64_t lease_expires_after(const struct lease *, int64_t);
 
 /* limit.c */
 int limit_validate(const struct limit *, const char **);
@@ -210,8 +299,19 @@ die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 int state_error(const struct opts *, const char *);
 
 /* output.c */
+enum field_kind { FIELD_STR, FIELD_INT, FIELD_BOOL, FIELD_MICRO, FIELD_SECS };
+/* One named value for output_fields(); FIELD_SECS < 0 means never. */
+struct field {
+	const char *name;
+	enum field_kind kind;
+	const char *s;
+	size_t n;
+	int64_t v;
+};
+void output_fields(const struct opts *, const struct field *, size_t);
 size_t output_seconds(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
+size_t output_micro(char *, size_t, int64_t);
 void output_escape_text(FILE *, const char *, size_t);
 void output_result(const struct opts *, const struct result *);
 void output_throttled(const struct opts *, const struct result *);
@@ -229,6 +329,18 @@ int parse_limit(const char *, int64_t *, int64_t *, const char **);
 int parse_time(const char *, int64_t *, const char **);
 int parse_format(const char *, enum format *);
 int parse_on_error(const char *, enum on_error *);
+int parse_priority(const char *, int *);
+const char *priority_name(int);
+int parse_fraction(const char *, int64_t *, const char **);
+int parse_reserve(const char *, int64_t *, int *, const char **);
+
+/* shed.c */
+void shed_default_params(struct shed_params *);
+int shed_params_ok(const struct shed_params *, const char **);
+int64_t shed_rest(const struct shed_params *);
+int64_t
+shed_update(const struct shed_params *, int64_t, int64_t, int64_t, int64_t);
+int64_t shed_drop_chance(int64_t, int);
 
 /* slots.c */
 size_t slots_encoded_max(size_t);
@@ -247,6 +359,13 @@ struct store_ops {
 	int (*save)(void *, const struct keyrec *);
 	int (*del)(void *, const char *, size_t);
 	int (*list)(void *, int (*)(const struct keyrec *, void *), void *);
+	int (*lease_list)(void *, const char *, size_t,
+	    int (*)(const char *, size_t, const struct lease *, void *),
+	    void *);
+	int (*lease_put)(void *, const char *, size_t, const struct lease *);
+	int (*lease_del)(void *, const char *, size_t, const char *);
+	int (*shed_load)(void *, const char *, size_t, int64_t *, int64_t *);
+	int (*shed_save)(void *, const char *, size_t, int64_t, int64_t);
 	int (*commit)(void *);
 	void (*rollback)(void *);
 	void (*close)(void *);
@@ -257,6 +376,12 @@ int store_load(struct store *, const char *, size_t, struct keyrec *);
 int store_save(struct store *, const struct keyrec *);
 int store_delete(struct store *, const char *, size_t);
 int store_list(struct store *, int (*)(const struct keyrec *, void *), void *);
+int store_lease_list(struct store *, const char *, size_t,
+    int (*)(const char *, size_t, const struct lease *, void *), void *);
+int store_lease_put(struct store *, const char *, size_t, const struct lease *);
+int store_lease_del(struct store *, const char *, size_t, const char *);
+int store_shed_load(struct store *, const char *, size_t, int64_t *, int64_t *);
+int store_shed_save(struct store *, const char *, size_t, int64_t, int64_t);
 int store_commit(struct store *);
 void store_rollback(struct store *);
 const char *store_error(const struct store *);

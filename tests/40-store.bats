@@ -35,7 +35,7 @@ let_go() {
 	[ "$(stat -c %a "$TMP/a")" = 700 ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
-	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 1 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 2 ]
 }
 
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
@@ -119,6 +119,30 @@ let_go() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"application_id 0x0000002a"* ]]
 	unchanged id.db
+}
+
+@test "a version 1 state file is upgraded in place, keeping its keys" {
+	# the schema of version 1, as throttle 0.1 wrote it
+	sqlite3 state.db "PRAGMA journal_mode=WAL;
+	    CREATE TABLE key_state (key BLOB PRIMARY KEY NOT NULL,
+	      algorithm TEXT NOT NULL, lim INTEGER NOT NULL,
+	      period INTEGER NOT NULL, burst INTEGER NOT NULL,
+	      granularity INTEGER NOT NULL, s1 INTEGER NOT NULL,
+	      s2 INTEGER NOT NULL, s3 INTEGER NOT NULL, slots BLOB,
+	      rest_at INTEGER NOT NULL) WITHOUT ROWID;
+	    INSERT INTO key_state VALUES (CAST('old' AS BLOB), 'gcra', 1,
+	      3600000000, 1, 0, 3601000000, 0, 0, NULL, 3601000000);
+	    PRAGMA application_id=1953002100; PRAGMA user_version=1;" >/dev/null
+	cp state.db v1.db
+	run at 2 check old --limit 1/1h --db v1.db
+	[ "$status" -eq 1 ]
+	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 2 ]
+	run at 2 consume old --limit 1/1h
+	[ "$status" -eq 1 ]
+	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 2 ]
+	run at 2 acquire old --concurrency 1
+	[ "$status" -eq 0 ]
+	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
 }
 
 @test "a state file from a newer version is refused and left alone" {

@@ -1,0 +1,259 @@
+/*
+ * cmd-acquire.c: take one of N slots of a concurrency limit (seed 004's
+ * concurrent requests limiter), with priorities and a reserve for critical
+ * work (its fleet usage load shedder).  Also the lease scan that acquire,
+ * renew, inspect and run share.
+ *
+ * Every acquire first looks at the key's leases: a lease whose TTL has
+ * passed, or whose owner on this host is gone (a pid that no longer runs,
+ * or runs as another process, or a boot that has ended), is deleted in the
+ * same transaction.  So a slot lost to a kill -9 or a reboot comes back at
+ * the next acquire, not when its TTL runs out.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "throttle.h"
+
+struct scan {
+	const struct host *me;
+	int64_t now;
+	int64_t active; /* live leases */
+	int64_t soonest; /* earliest expiry of a live lease; 0: none */
+	char (*dead)[LEASE_ID_LEN + 1];
+	size_t ndead, cap;
+	const char *find; /* a lease id to look for */
+	struct lease found;
+	int has_found; /* found and live */
+};
+
+static int
+scan_one(const char *key, size_t keylen, const struct lease *l, void *arg)
+{
+	struct scan *sc = arg;
+
+	(void)key;
+	(void)keylen;
+	if (!lease_live(l, sc->now, host_owner_state(sc->me, l))) {
+		if (sc->ndead == sc->cap) {
+			sc->cap = sc->cap ? sc->cap * 2 : 8;
+			sc->dead =
+			    realloc(sc->dead, sc->cap * sizeof(*sc->dead));
+			if (sc->dead == NULL) {
+				fputs("throttle: out of memory\n", stderr);
+				exit(EXIT_STATE);
+			}
+		}
+		memcpy(sc->dead[sc->ndead++], l->id, LEASE_ID_LEN + 1);
+		return 0;
+	}
+	sc->active++;
+	if (l->expires != 0 && (sc->soonest == 0 || l->expires < sc->soonest))
+		sc->soonest = l->expires;
+	if (sc->find != NULL && strcmp(l->id, sc->find) == 0) {
+		sc->found = *l;
+		sc->has_found = 1;
+	}
+	return 0;
+}
+
+/*
+ * Count the live leases of the command's key, delete the dead ones (when
+ * write), and look for lease id find.  *active, *soonest and *found may be
+ * NULL.  0, or -1 with the store's error.
+ */
+int
+cmd_acquire_scan(const struct opts *o, struct store *st, int write,
+    const char *find, int64_t *active, int64_t *soonest, struct lease *found)
+{
+	struct host me;
+	struct scan sc;
+	size_t i;
+	int rc = 0;
+
+	host_self(&me);
+	memset(&sc, 0, sizeof(sc));
+	sc.me = &me;
+	sc.now = o->now;
+	sc.find = find;
+	if (store_lease_list(st, o->key, o->keylen, scan_one, &sc) == -1)
+		rc = -1;
+	for (i = 0; rc == 0 && write && i < sc.ndead; i++)
+		if (store_lease_del(st, o->key, o->keylen, sc.dead[i]) == -1)
+			rc = -1;
+	free(sc.dead);
+	if (active != NULL)
+		*active = sc.active;
+	if (soonest != NULL)
+		*soonest = sc.soonest;
+	if (found != NULL) {
+		memset(found, 0, sizeof(*found));
+		if (sc.has_found)
+			*found = sc.found;
+	}
+	return rc == 0 ? sc.has_found : -1;
+}
+
+/*
+ * Try to take a slot for the command's key, owned by pid (0: none) with a
+ * time to live of ttl (0: none).  1 taken (*l filled), 0 all held, or an
+ * exit code already reported (negated, minus one) on a store error.
+ */
+int
+cmd_acquire_take(const struct opts *o, int64_t pid, int64_t ttl,
+    struct lease *l, int64_t *active, int64_t *soonest, int *rc)
+{
+	struct store *st;
+	struct host me;
+	int64_t reserve;
+	int taken, r;
+
+	reserve = o->has_reserve
+	    ? lease_reserve(o->concurrency, o->reserve, o->reserve_percent)
+	    : 0;
+	if ((st = cmd_open(o, rc)) == NULL)
+		return -1;
+	host_self(&me);
+	for (;;) {
+		if (store_begin(st, 1) == -1 ||
+		    cmd_acquire_scan(o, st, 1, NULL, active, soonest, NULL) ==
+			-1) {
+			*rc = cmd_fail(o, st, store_error(st));
+			return -1;
+		}
+		taken =
+		    lease_admit(*active, o->concurrency, reserve, o->priority);
+		if (taken) {
+			memset(l, 0, sizeof(*l));
+			host_new_id(l->id, sizeof(l->id));
+			l->priority = o->priority;
+			l->acquired = o->now;
+			l->ttl = ttl;
+			l->expires = ttl > 0 ? o->now + ttl : 0;
+			l->pid = pid;
+			if (pid > 0 && host_pid_start(pid, &l->pid_start) == -1)
+				die_usage("--owner: no process %lld on this "
+					  "host",
+				    (long long)pid);
+			snprintf(l->host, sizeof(l->host), "%s", me.name);
+			snprintf(l->boot_id, sizeof(l->boot_id), "%s",
+			    me.boot_id);
+			if (store_lease_put(st, o->key, o->keylen, l) == -1) {
+				*rc = cmd_fail(o, st, store_error(st));
+				return -1;
+			}
+			(*active)++;
+		}
+		if ((r = store_commit(st)) == -1) {
+			*rc = cmd_fail(o, st, store_error(st));
+			return -1;
+		}
+		if (r != STORE_RETRY)
+			break;
+	}
+	store_close(st);
+	return taken;
+}
+
+/* Check the lease options that go together; exit 2 if they do not. */
+void
+cmd_acquire_check(const struct opts *o, const char *cmd)
+{
+	if (!o->has_concurrency)
+		die_usage("%s: --concurrency is missing; give the number of "
+			  "slots, as in --concurrency 2",
+		    cmd);
+	if (o->has_reserve && !o->reserve_percent &&
+	    o->reserve > o->concurrency)
+		die_usage("--reserve: %lld is more than the %lld slots of "
+			  "--concurrency",
+		    (long long)o->reserve, (long long)o->concurrency);
+}
+
+/* The refusal line: all slots held. */
+void
+cmd_acquire_refused(const struct opts *o, int64_t active)
+{
+	if (o->quiet)
+		return;
+	fputs("throttle: ", stderr);
+	output_escape_text(stderr, o->key, o->keylen);
+	if (o->priority != PRIO_CRITICAL && active < o->concurrency)
+		fprintf(stderr,
+		    ": %lld of %lld slots are held and the rest are "
+		    "reserved for critical work, retry later\n",
+		    (long long)active, (long long)o->concurrency);
+	else if (o->concurrency == 1)
+		fputs(": its one slot is held, retry later\n", stderr);
+	else
+		fprintf(stderr, ": all %lld slots are held, retry later\n",
+		    (long long)o->concurrency);
+}
+
+static int
+acquire_exec(struct opts *o)
+{
+	struct lease l;
+	int64_t active, soonest;
+	int taken, rc = 0;
+
+	cmd_acquire_check(o, "acquire");
+	if (o->has_ttl && o->ttl == 0 && !o->has_owner)
+		die_usage("--ttl: 0 (no expiry) needs --owner, or a slot could "
+			  "be held forever");
+	if (o->has_owner) {
+		int64_t start;
+
+		if (host_pid_start(o->owner, &start) == -1)
+			die_usage("--owner: no process %lld on this host",
+			    (long long)o->owner);
+	}
+	taken = cmd_acquire_take(o, o->has_owner ? o->owner : 0, o->ttl, &l,
+	    &active, &soonest, &rc);
+	if (taken < 0)
+		return rc;
+	if (taken && o->format == FORMAT_TEXT) {
+		printf("%s\n", l.id);
+		return EXIT_ALLOWED;
+	}
+	if (taken) {
+		struct field f[] = {
+			{ "key", FIELD_STR, o->key, o->keylen, 0 },
+			{ "allowed", FIELD_BOOL, NULL, 0, 1 },
+			{ "lease", FIELD_STR, l.id, strlen(l.id), 0 },
+			{ "active", FIELD_INT, NULL, 0, active },
+			{ "limit", FIELD_INT, NULL, 0, o->concurrency },
+			{ "expires_after", FIELD_SECS, NULL, 0,
+			    lease_expires_after(&l, o->now) },
+		};
+		output_fields(o, f, sizeof(f) / sizeof(f[0]));
+		return EXIT_ALLOWED;
+	}
+	if (o->format != FORMAT_TEXT) {
+		struct field f[] = {
+			{ "key", FIELD_STR, o->key, o->keylen, 0 },
+			{ "allowed", FIELD_BOOL, NULL, 0, 0 },
+			{ "active", FIELD_INT, NULL, 0, active },
+			{ "limit", FIELD_INT, NULL, 0, o->concurrency },
+			{ "retry_after", FIELD_SECS, NULL, 0,
+			    soonest ? soonest - o->now : -1 },
+		};
+		output_fields(o, f, sizeof(f) / sizeof(f[0]));
+	}
+	cmd_acquire_refused(o, active);
+	return EXIT_REFUSED;
+}
+
+const struct cmd_entry cmd_acquire_entry = {
+	.name = "acquire",
+	.args = "KEY --concurrency N [--ttl DURATION] [--owner PID] "
+		"[--priority LEVEL] [--reserve R]",
+	.summary = "take one of N slots and print its lease id (exit 0), or "
+		   "exit 1 when all are held",
+	.options = CMDOPT_CONCURRENCY | CMDOPT_TTL | CMDOPT_PRIORITY,
+	.min_args = 1,
+	.max_args = 1,
+	.operand_is_key = 1,
+	.exec = acquire_exec,
+};

@@ -1,0 +1,168 @@
+/*
+ * host.c: facts about this machine that leases and the shedder need: its
+ * name and boot, whether a process still runs, fresh random lease ids, and
+ * how loaded the CPUs are.  The only reader of /proc (or of $THROTTLE_PROC,
+ * a stand-in root for tests).
+ *
+ * A process is the same one only if its pid and its start time (field 22
+ * of /proc/PID/stat, clock ticks after boot) both match, on the same boot
+ * of the same host: pids are reused, start times within a boot are not.
+ */
+#include <sys/random.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <time.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "throttle.h"
+
+static const char *
+proc_root(void)
+{
+	const char *r = getenv("THROTTLE_PROC");
+
+	return r != NULL && *r != '\0' ? r : "/proc";
+}
+
+/* Read a small file under the proc root into buf; its length or -1. */
+static ssize_t
+read_proc(const char *rel, char *buf, size_t len)
+{
+	char path[4096];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s", proc_root(), rel);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	n = read(fd, buf, len - 1);
+	close(fd);
+	if (n < 0)
+		return -1;
+	buf[n] = '\0';
+	return n;
+}
+
+/* This host's name and boot id (empty if the kernel does not say). */
+int
+host_self(struct host *h)
+{
+	char buf[64];
+
+	memset(h, 0, sizeof(*h));
+	if (gethostname(h->name, sizeof(h->name) - 1) == -1)
+		snprintf(h->name, sizeof(h->name), "localhost");
+	if (read_proc("sys/kernel/random/boot_id", buf, sizeof(buf)) > 0) {
+		buf[strcspn(buf, "\n")] = '\0';
+		buf[BOOT_ID_MAX] = '\0';
+		memcpy(h->boot_id, buf, strlen(buf) + 1);
+	}
+	return 0;
+}
+
+/* The start time of process pid; -1 if there is no such process. */
+int
+host_pid_start(int64_t pid, int64_t *start)
+{
+	char rel[64], buf[1024], *p;
+	int field;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(rel, sizeof(rel), "%lld/stat", (long long)pid);
+	if (read_proc(rel, buf, sizeof(buf)) <= 0 ||
+	    (p = strrchr(buf, ')')) == NULL)
+		return -1;
+	/* after "pid (comm)" come fields 3, 4, ...; starttime is 22 */
+	for (field = 2; field < 22 && p != NULL; field++)
+		p = strchr(p + 1, ' ');
+	if (p == NULL)
+		return -1;
+	*start = strtoll(p + 1, NULL, 10);
+	return 0;
+}
+
+/* Whether a lease's owner is known to live, known gone, or unknowable. */
+enum owner_state
+host_owner_state(const struct host *me, const struct lease *l)
+{
+	int64_t start;
+
+	if (l->pid == 0 || strcmp(l->host, me->name) != 0)
+		return OWNER_UNKNOWN;
+	if (strcmp(l->boot_id, me->boot_id) != 0)
+		return OWNER_DEAD; /* this host has rebooted since */
+	if (host_pid_start(l->pid, &start) == -1 || start != l->pid_start)
+		return OWNER_DEAD;
+	return OWNER_ALIVE;
+}
+
+/* 64 bits from the kernel's random source. */
+uint64_t
+host_random(void)
+{
+	uint64_t r = 0;
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof(r)) {
+		n = getrandom((char *)&r + got, sizeof(r) - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			/* no getrandom: time and pid, still unique enough
+			 * for lease ids that also carry the owner */
+			r ^= (uint64_t)getpid() << 32 ^ (uint64_t)clock();
+			break;
+		}
+		got += (size_t)n;
+	}
+	return r;
+}
+
+/* A new lease id: LEASE_ID_LEN hex digits. */
+int
+host_new_id(char *buf, size_t len)
+{
+	snprintf(buf, len, "%016llx", (unsigned long long)host_random());
+	return 0;
+}
+
+/*
+ * This machine's utilization in millionths: Linux PSI's cpu "some avg10"
+ * percentage divided by 100 where the kernel has it, else the 1-minute
+ * load average divided by the number of CPUs (not clamped).  *source says
+ * which.
+ */
+int
+host_utilization(int64_t *ppm, const char **source)
+{
+	char buf[512], *p;
+	const char *err;
+	long cpus;
+	int64_t v;
+
+	if (read_proc("pressure/cpu", buf, sizeof(buf)) > 0 &&
+	    (p = strstr(buf, "some avg10=")) != NULL) {
+		p += strlen("some avg10=");
+		p[strcspn(p, " \n")] = '\0';
+		if (parse_fraction(p, &v, &err) == 0) {
+			*ppm = v / 100;
+			*source = "psi";
+			return 0;
+		}
+	}
+	if (read_proc("loadavg", buf, sizeof(buf)) > 0) {
+		buf[strcspn(buf, " \n")] = '\0';
+		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		if (parse_fraction(buf, &v, &err) == 0) {
+			*ppm = v / (cpus > 0 ? cpus : 1);
+			*source = "loadavg";
+			return 0;
+		}
+	}
+	return -1;
+}

@@ -1,0 +1,217 @@
+#!/usr/bin/env bats
+# Concurrency leases: acquire, release --lease, renew, TTLs, owners that
+# die, priorities with a reserve, and racing processes.
+
+load lib
+
+@test "seed 004: 60 acquire+release pairs, then 5 of 5 and the 6th refused" {
+	for n in $(seq 60); do
+		id=$("$THROTTLE" acquire k --concurrency 5)
+		[ "${#id}" -eq 16 ]
+		"$THROTTLE" release k --lease "$id"
+	done
+	for n in 1 2 3 4 5; do
+		run --separate-stderr "$THROTTLE" acquire k --concurrency 5
+		[ "$status" -eq 0 ]
+		[[ "$output" =~ ^[0-9a-f]{16}$ ]]
+	done
+	run --separate-stderr "$THROTTLE" acquire k --concurrency 5
+	[ "$status" -eq 1 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "throttle: k: all 5 slots are held, retry later" ]
+}
+
+@test "acquire: json and shell output" {
+	run --separate-stderr at 100 acquire k --concurrency 2 --ttl 90s --format json
+	[ "$status" -eq 0 ]
+	[ "$(field allowed "$output")" = true ]
+	[ "$(field active "$output")" = 1 ]
+	[ "$(field limit "$output")" = 2 ]
+	[ "$(field expires_after "$output")" = 90 ]
+	[[ "$(field lease "$output")" =~ ^\"[0-9a-f]{16}\"$ ]]
+	run --separate-stderr at 100 acquire k --concurrency 2 --format shell
+	eval "$output"
+	[ "$THROTTLE_ALLOWED" = 1 ]
+	[ "$THROTTLE_ACTIVE" = 2 ]
+	[ "$THROTTLE_EXPIRES_AFTER_SECS" = 3600 ]
+	run --separate-stderr at 130 acquire k --concurrency 2 --format json
+	[ "$status" -eq 1 ]
+	[ "$(field allowed "$output")" = false ]
+	[ "$(field retry_after "$output")" = 60 ]
+}
+
+@test "release --lease frees that slot only; an unknown or freed lease exits 1" {
+	a=$("$THROTTLE" acquire k --concurrency 2)
+	b=$("$THROTTLE" acquire k --concurrency 2)
+	run --separate-stderr "$THROTTLE" release k --lease 0000000000000000
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == "throttle: k: no lease 0000000000000000"* ]]
+	run "$THROTTLE" release k --lease "$a"
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" release k --lease "$a"
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" release other --lease "$b"
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" inspect k --format json
+	[ "${#lines[@]}" -eq 1 ]
+	[[ "$output" == *"\"lease\":\"$b\""* ]]
+	# release without --lease keeps its meaning: give units back
+	run "$THROTTLE" release k --lease "$b" --limit 1/1s
+	[ "$status" -eq 2 ]
+}
+
+@test "a lease ends when its TTL passes, to the microsecond" {
+	at 1000 acquire k --concurrency 1 --ttl 10s
+	run at 1009.999999 acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	run at 1010 acquire k --concurrency 1
+	[ "$status" -eq 0 ]
+}
+
+@test "renew extends a live lease; a lapsed one cannot be renewed" {
+	id=$(at 2000 acquire k --concurrency 1 --ttl 10s)
+	run at 2008 renew k --lease "$id" --format json
+	[ "$status" -eq 0 ]
+	[ "$(field expires_after "$output")" = 10 ]
+	run at 2015 acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	run at 2016 renew k --lease "$id" --ttl 1m --format json
+	[ "$(field expires_after "$output")" = 60 ]
+	run --separate-stderr at 2077 renew k --lease "$id"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"no live lease $id"* ]]
+	run "$THROTTLE" renew k
+	[ "$status" -eq 2 ]
+}
+
+@test "--ttl 0 means no expiry and needs --owner" {
+	run "$THROTTLE" acquire k --concurrency 1 --ttl 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--ttl: 0 (no expiry) needs --owner"* ]]
+	sleep 300 &
+	pid=$!
+	run at 1 acquire k --concurrency 1 --ttl 0 --owner "$pid" --format json
+	[ "$status" -eq 0 ]
+	[ "$(field expires_after "$output")" = null ]
+	run at 999999999 acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	kill "$pid"
+}
+
+@test "a lease whose owner is killed heals at the next acquire" {
+	sleep 300 &
+	pid=$!
+	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
+	run "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	kill -9 "$pid"
+	wait "$pid" 2>/dev/null || true
+	run "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 0 ]
+}
+
+@test "a reused pid is not mistaken for the owner: start time must match" {
+	sleep 300 &
+	pid=$!
+	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
+	# the same pid with another start time: a different process
+	sqlite3 state.db "UPDATE lease SET pid_start = pid_start - 1"
+	run "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 0 ]
+	kill "$pid"
+}
+
+@test "an owner's host that rebooted, or another host, is judged rightly" {
+	sleep 300 &
+	pid=$!
+	"$THROTTLE" acquire a --concurrency 1 --owner "$pid"
+	"$THROTTLE" acquire b --concurrency 1 --owner "$pid"
+	# a: this host, an earlier boot: the owner is gone
+	sqlite3 state.db "UPDATE lease SET boot_id = 'earlier-boot' WHERE key = CAST('a' AS BLOB)"
+	# b: another host: its owner cannot be checked here, so it holds
+	sqlite3 state.db "UPDATE lease SET host = 'elsewhere' WHERE key = CAST('b' AS BLOB)"
+	run "$THROTTLE" acquire a --concurrency 1
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire b --concurrency 1
+	[ "$status" -eq 1 ]
+	kill "$pid"
+}
+
+@test "--owner must name a live process" {
+	run "$THROTTLE" acquire k --concurrency 1 --owner 2147483646
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--owner: no process 2147483646 on this host"* ]]
+	run "$THROTTLE" acquire k --concurrency 1 --owner abc
+	[ "$status" -eq 2 ]
+}
+
+@test "reserve: 8 normal of 10 with --reserve 2, then only critical" {
+	L=(--concurrency 10 --reserve 2)
+	for n in $(seq 8); do "$THROTTLE" acquire f "${L[@]}" >/dev/null; done
+	run --separate-stderr "$THROTTLE" acquire f "${L[@]}"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"8 of 10 slots are held and the rest are reserved for critical work"* ]]
+	run "$THROTTLE" acquire f "${L[@]}" --priority low
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" acquire f "${L[@]}" --priority high
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" acquire f "${L[@]}" --priority critical
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire f "${L[@]}" --priority critical
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire f "${L[@]}" --priority critical
+	[ "$status" -eq 1 ]
+}
+
+@test "reserve as a percentage rounds up; a reserve above N is refused" {
+	for n in $(seq 7); do "$THROTTLE" acquire p --concurrency 10 --reserve 25% >/dev/null; done
+	run "$THROTTLE" acquire p --concurrency 10 --reserve 25%
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" acquire q --concurrency 10 --reserve 11
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" acquire q --concurrency 10 --reserve 101%
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" acquire q --concurrency 10 --priority urgent
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" acquire q
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--concurrency is missing"* ]]
+}
+
+@test "inspect lists live leases with owner, host, age and expiry" {
+	at 100 consume k --limit 1/1m
+	id=$(at 100 acquire k --concurrency 3 --ttl 1h --priority high)
+	run at 160 inspect k
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "k algorithm=gcra limit=1/1m burst=1 remaining=1 retry_after=0s reset_after=0s" ]
+	[ "${lines[1]}" = "k lease=$id priority=high owner=0 host=$(hostname) age=60s expires_after=3540s" ]
+	run at 4000 inspect k
+	[ "${#lines[@]}" -eq 1 ]
+	run at 160 inspect --format json
+	[ "${#lines[@]}" -eq 2 ]
+	run at 160 inspect only-leases
+	[ "$status" -eq 1 ]
+}
+
+@test "20 processes racing for 3 slots never hold more than 3 at once" {
+	: >"$TMP/log"
+	for p in $(seq 20); do
+		(
+			for n in 1 2 3; do
+				if id=$("$THROTTLE" acquire slots --concurrency 3 2>/dev/null); then
+					echo "+ $id" >>"$TMP/log"
+					sleep 0.05
+					echo "- $id" >>"$TMP/log"
+					"$THROTTLE" release slots --lease "$id"
+				fi
+			done
+		) &
+	done
+	wait
+	# replay the log: holders may never exceed 3
+	max=$(awk '$1 == "+" { n++; if (n > m) m = n } $1 == "-" { n-- } END { print m + 0 }' "$TMP/log")
+	[ "$max" -le 3 ]
+	[ "$(grep -c '^+' "$TMP/log")" -ge 3 ]
+	run "$THROTTLE" inspect slots
+	[ "$status" -eq 1 ]
+}
