@@ -177,17 +177,17 @@ cmd_acquire_refused(const struct opts *o, int64_t active)
 {
 	if (o->quiet)
 		return;
-	fputs("throttle: ", stderr);
-	output_escape_text(stderr, o->key, o->keylen);
 	if (o->priority != PRIO_CRITICAL && active < o->concurrency)
-		fprintf(stderr,
+		log_key(o->key, o->keylen,
 		    ": %lld of %lld slots are held and the rest are "
-		    "reserved for critical work, retry later\n",
+		    "reserved for critical work, retry later",
 		    (long long)active, (long long)o->concurrency);
 	else if (o->concurrency == 1)
-		fputs(": its one slot is held, retry later\n", stderr);
+		log_key(o->key, o->keylen,
+		    ": its one slot is held, retry later");
 	else
-		fprintf(stderr, ": all %lld slots are held, retry later\n",
+		log_key(o->key, o->keylen,
+		    ": all %lld slots are held, retry later",
 		    (long long)o->concurrency);
 }
 

@@ -116,9 +116,8 @@ inspect_exec(struct opts *o)
 	store_rollback(st);
 	store_close(st);
 	if (o->key != NULL && !found && ctx.leases == 0) {
-		fputs("throttle: ", stderr);
-		output_escape_text(stderr, o->key, o->keylen);
-		fputs(": no state (never used, reset, or forgotten)\n", stderr);
+		log_key(o->key, o->keylen,
+		    ": no state (never used, reset, or forgotten)");
 		return EXIT_REFUSED;
 	}
 	return EXIT_ALLOWED;

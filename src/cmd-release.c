@@ -27,13 +27,10 @@ release_lease(struct opts *o)
 	} while (rc == STORE_RETRY);
 	store_close(st);
 	if (!found) {
-		fputs("throttle: ", stderr);
-		output_escape_text(stderr, o->key, o->keylen);
-		fputs(": no lease ", stderr);
-		output_escape_text(stderr, o->lease, strlen(o->lease));
-		fputs(" (already released, expired and cleaned up, or never "
-		      "held)\n",
-		    stderr);
+		log_key(o->key, o->keylen,
+		    ": no lease %s (already released, expired and cleaned "
+		    "up, or never held)",
+		    o->lease);
 		return EXIT_REFUSED;
 	}
 	if (o->format != FORMAT_TEXT) {

@@ -39,11 +39,9 @@ renew_exec(struct opts *o)
 	} while (rc == STORE_RETRY);
 	store_close(st);
 	if (!found) {
-		fputs("throttle: ", stderr);
-		output_escape_text(stderr, o->key, o->keylen);
-		fprintf(stderr,
-		    ": no live lease %s (released, expired, or its "
-		    "owner is gone); acquire a new one\n",
+		log_key(o->key, o->keylen,
+		    ": no live lease %s (released, expired, or its owner is "
+		    "gone); acquire a new one",
 		    o->lease);
 		return EXIT_REFUSED;
 	}

@@ -142,9 +142,8 @@ static int
 refused(const struct opts *o, const char *why)
 {
 	if (!o->quiet) {
-		fputs("throttle: ", stderr);
-		output_escape_text(stderr, o->key, o->keylen);
-		fprintf(stderr, " %s; not running %s\n", why, o->command[0]);
+		log_key(o->key, o->keylen, " %s; not running %s", why,
+		    o->command[0]);
 	}
 	return o->conflict_exit_code;
 }

@@ -88,11 +88,9 @@ shed_exec(struct opts *o)
 		output_fields(o, f, sizeof(f) / sizeof(f[0]));
 	}
 	if (dropped && !o->quiet) {
-		fputs("throttle: ", stderr);
-		output_escape_text(stderr, o->key, o->keylen);
 		output_micro(t, sizeof(t), to_micro(chance));
-		fprintf(stderr,
-		    ": shedding %s-priority work (drop probability %s)\n",
+		log_key(o->key, o->keylen,
+		    ": shedding %s-priority work (drop probability %s)",
 		    priority_name(o->priority), t);
 	}
 	return dropped ? EXIT_REFUSED : EXIT_ALLOWED;

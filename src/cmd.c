@@ -328,6 +328,11 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 			    v);
 		break;
 	case OPT_LEASE:
+		if (strlen(v) != LEASE_ID_LEN ||
+		    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
+			die_usage("--lease: '%s' is not a lease id (%d hex "
+				  "digits, as acquire prints them)",
+			    v, LEASE_ID_LEN);
 		o->lease = v;
 		break;
 	case OPT_UTILIZATION:

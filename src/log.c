@@ -28,6 +28,20 @@ log_msg(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Print "throttle: KEY" and the rest of a message about a key, escaped. */
+void
+log_key(const char *key, size_t keylen, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("throttle: ", stderr);
+	output_escape_text(stderr, key, keylen);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
 /* Report a usage error or invalid input and exit 2. */
 void
 die_usage(const char *fmt, ...)

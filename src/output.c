@@ -271,9 +271,7 @@ output_throttled(const struct opts *o, const struct result *r)
 	if (o->quiet)
 		return;
 	output_seconds(t, sizeof(t), r->retry_after);
-	fputs("throttle: ", stderr);
-	output_escape_text(stderr, r->key, r->keylen);
-	fprintf(stderr, " throttled, retry in %ss\n", t);
+	log_key(r->key, r->keylen, " throttled, retry in %ss", t);
 }
 
 /*

@@ -180,6 +180,31 @@ exec_sql(struct sq *sq, const char *sql)
 	return 0;
 }
 
+/* Prepare sql; NULL (with the error set) if it cannot be. */
+static sqlite3_stmt *
+prep(struct sq *sq, const char *sql, const char *what)
+{
+	sqlite3_stmt *stmt;
+
+	if (sqlite3_prepare_v2(sq->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+		sql_err(sq, what);
+		return NULL;
+	}
+	return stmt;
+}
+
+/* Step a statement that returns no rows, then finalize it: 0 or -1. */
+static int
+done(struct sq *sq, sqlite3_stmt *stmt, const char *what)
+{
+	int rc = sqlite3_step(stmt);
+
+	if (rc != SQLITE_DONE)
+		sql_err(sq, what);
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_DONE ? 0 : -1;
+}
+
 /* Create the folders above path that do not exist yet, mode 0700. */
 static int
 make_parents(struct sq *sq)
@@ -378,14 +403,12 @@ verify(struct sq *sq, int write)
 	char sql[64];
 	int i;
 
-	if (sqlite3_prepare_v2(sq->db,
-		"SELECT (SELECT application_id FROM pragma_application_id),"
-		" (SELECT user_version FROM pragma_user_version),"
-		" (SELECT count(*) FROM sqlite_schema)",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "reading the schema version");
+	if ((stmt = prep(sq,
+		 "SELECT (SELECT application_id FROM pragma_application_id),"
+		 " (SELECT user_version FROM pragma_user_version),"
+		 " (SELECT count(*) FROM sqlite_schema)",
+		 "reading the schema version")) == NULL)
 		return -1;
-	}
 	if (sqlite3_step(stmt) != SQLITE_ROW) {
 		sql_err(sq, "reading the schema version");
 		sqlite3_finalize(stmt);
@@ -560,13 +583,11 @@ sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db,
-		"SELECT algorithm, lim, period, burst, granularity, s1, s2,"
-		" s3, slots, rest_at FROM key_state WHERE key = :key",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "loading a key");
+	if ((stmt = prep(sq,
+		 "SELECT algorithm, lim, period, burst, granularity, s1, s2,"
+		 " s3, slots, rest_at FROM key_state WHERE key = :key",
+		 "loading a key")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_DONE)
@@ -592,16 +613,14 @@ sq_save(void *p, const struct keyrec *rec)
 	size_t len = 0;
 	int i, rc;
 
-	if (sqlite3_prepare_v2(sq->db,
-		"INSERT OR REPLACE INTO key_state"
-		" (key, algorithm, lim, period, burst, granularity,"
-		" s1, s2, s3, slots, rest_at)"
-		" VALUES (:key, :algorithm, :lim, :period, :burst,"
-		" :granularity, :s1, :s2, :s3, :slots, :rest_at)",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "saving a key");
+	if ((stmt = prep(sq,
+		 "INSERT OR REPLACE INTO key_state"
+		 " (key, algorithm, lim, period, burst, granularity,"
+		 " s1, s2, s3, slots, rest_at)"
+		 " VALUES (:key, :algorithm, :lim, :period, :burst,"
+		 " :granularity, :s1, :s2, :s3, :slots, :rest_at)",
+		 "saving a key")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, rec->key, (int)rec->keylen, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 2, rec->limit.algo->name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 3, rec->limit.count);
@@ -617,12 +636,9 @@ sq_save(void *p, const struct keyrec *rec)
 	} else
 		sqlite3_bind_null(stmt, 10);
 	sqlite3_bind_int64(stmt, 11, rec->rest_at);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_DONE)
-		sql_err(sq, "saving a key");
-	sqlite3_finalize(stmt);
+	rc = done(sq, stmt, "saving a key");
 	free(blob);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return rc;
 }
 
 static int
@@ -630,21 +646,14 @@ sq_del(void *p, const char *key, size_t keylen)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	int rc;
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db, "DELETE FROM key_state WHERE key = :key",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "forgetting a key");
+	if ((stmt = prep(sq, "DELETE FROM key_state WHERE key = :key",
+		 "forgetting a key")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_DONE)
-		sql_err(sq, "forgetting a key");
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return done(sq, stmt, "forgetting a key");
 }
 
 static int
@@ -657,13 +666,11 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db,
-		"SELECT key, algorithm, lim, period, burst, granularity, s1,"
-		" s2, s3, slots, rest_at FROM key_state ORDER BY key",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "listing keys");
+	if ((stmt = prep(sq,
+		 "SELECT key, algorithm, lim, period, burst, granularity, s1,"
+		 " s2, s3, slots, rest_at FROM key_state ORDER BY key",
+		 "listing keys")) == NULL)
 		return -1;
-	}
 	rec = xmalloc(sizeof(*rec));
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
@@ -755,18 +762,16 @@ sq_lease_list(void *p, const char *key, size_t keylen,
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db,
-		key != NULL
-		    ? "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		      " pid_start, boot_id, host FROM lease WHERE key = :key"
-		      " ORDER BY acquired, id"
-		    : "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		      " pid_start, boot_id, host FROM lease"
-		      " ORDER BY key, acquired, id",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "listing leases");
+	if ((stmt = prep(sq,
+		 key != NULL
+		     ? "SELECT key, id, priority, acquired, ttl, expires, pid,"
+		       " pid_start, boot_id, host FROM lease WHERE key = :key"
+		       " ORDER BY acquired, id"
+		     : "SELECT key, id, priority, acquired, ttl, expires, pid,"
+		       " pid_start, boot_id, host FROM lease"
+		       " ORDER BY key, acquired, id",
+		 "listing leases")) == NULL)
 		return -1;
-	}
 	if (key != NULL)
 		sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -792,17 +797,14 @@ sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	int rc;
 
-	if (sqlite3_prepare_v2(sq->db,
-		"INSERT OR REPLACE INTO lease (key, id, priority, acquired,"
-		" ttl, expires, pid, pid_start, boot_id, host) VALUES"
-		" (:key, :id, :priority, :acquired, :ttl, :expires, :pid,"
-		" :pid_start, :boot_id, :host)",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "saving a lease");
+	if ((stmt = prep(sq,
+		 "INSERT OR REPLACE INTO lease (key, id, priority, acquired,"
+		 " ttl, expires, pid, pid_start, boot_id, host) VALUES"
+		 " (:key, :id, :priority, :acquired, :ttl, :expires, :pid,"
+		 " :pid_start, :boot_id, :host)",
+		 "saving a lease")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 2, l->id, -1, SQLITE_STATIC);
 	sqlite3_bind_int(stmt, 3, l->priority);
@@ -813,11 +815,7 @@ sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 	sqlite3_bind_int64(stmt, 8, l->pid_start);
 	sqlite3_bind_text(stmt, 9, l->boot_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 10, l->host, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_DONE)
-		sql_err(sq, "saving a lease");
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return done(sq, stmt, "saving a lease");
 }
 
 /* Delete a lease: 1 if it was there, 0 if not, -1 on error. */
@@ -826,23 +824,17 @@ sq_lease_del(void *p, const char *key, size_t keylen, const char *id)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	int rc;
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db,
-		"DELETE FROM lease WHERE key = :key AND id = :id", -1, &stmt,
-		NULL) != SQLITE_OK) {
-		sql_err(sq, "freeing a lease");
+	if ((stmt = prep(sq, "DELETE FROM lease WHERE key = :key AND id = :id",
+		 "freeing a lease")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_DONE)
-		sql_err(sq, "freeing a lease");
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? sqlite3_changes(sq->db) > 0 : -1;
+	if (done(sq, stmt, "freeing a lease") == -1)
+		return -1;
+	return sqlite3_changes(sq->db) > 0;
 }
 
 static int
@@ -855,12 +847,10 @@ sq_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
 
 	if (sq->empty)
 		return 0;
-	if (sqlite3_prepare_v2(sq->db,
-		"SELECT amount, changed FROM shed_state WHERE key = :key", -1,
-		&stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "loading a shedder");
+	if ((stmt = prep(sq,
+		 "SELECT amount, changed FROM shed_state WHERE key = :key",
+		 "loading a shedder")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_DONE)
@@ -889,23 +879,16 @@ sq_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	int rc;
 
-	if (sqlite3_prepare_v2(sq->db,
-		"INSERT OR REPLACE INTO shed_state (key, amount, changed)"
-		" VALUES (:key, :amount, :changed)",
-		-1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, "saving a shedder");
+	if ((stmt = prep(sq,
+		 "INSERT OR REPLACE INTO shed_state (key, amount, changed)"
+		 " VALUES (:key, :amount, :changed)",
+		 "saving a shedder")) == NULL)
 		return -1;
-	}
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
 	sqlite3_bind_int64(stmt, 2, amount);
 	sqlite3_bind_int64(stmt, 3, changed);
-	rc = sqlite3_step(stmt);
-	if (rc != SQLITE_DONE)
-		sql_err(sq, "saving a shedder");
-	sqlite3_finalize(stmt);
-	return rc == SQLITE_DONE ? 0 : -1;
+	return done(sq, stmt, "saving a shedder");
 }
 
 static int

@@ -297,6 +297,8 @@ void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
 void
 die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 int state_error(const struct opts *, const char *);
+void log_key(const char *, size_t, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
 
 /* output.c */
 enum field_kind { FIELD_STR, FIELD_INT, FIELD_BOOL, FIELD_MICRO, FIELD_SECS };
