@@ -25,7 +25,7 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
-		src/cmd-run.o \
+		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o \
 		$(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 

@@ -8,10 +8,10 @@ _throttle_keys()
 _throttle()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="consume check release inspect reset acquire renew run shed help"
+	local commands="consume check release inspect reset acquire renew run shed policy gc help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
-	local decide="--limit --burst --algorithm --granularity --cost"
-	local lease="--concurrency --ttl --owner --priority --reserve"
+	local decide="--limit --burst --algorithm --granularity --cost --lockout --wait"
+	local lease="--concurrency --ttl --owner --priority --reserve --wait"
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" w i
 
@@ -22,12 +22,12 @@ _throttle()
 	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")); return ;;
 	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
 	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) return ;;
+	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) return ;;
 	esac
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		w=${COMP_WORDS[i]}
 		case $w in
-		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) ((i++)) ;;
+		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) ((i++)) ;;
 		-*) ;;
 		*) cmd=$w; break ;;
 		esac
@@ -40,6 +40,7 @@ _throttle()
 		renew) COMPREPLY=($(compgen -W "--lease --ttl $global" -- "$cur")) ;;
 		run) COMPREPLY=($(compgen -W "$decide $lease --conflict-exit-code $global" -- "$cur")) ;;
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
+		policy) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
 		esac
 		return
@@ -47,6 +48,8 @@ _throttle()
 	case $cmd in
 	"") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
+	gc) ;;
 	*)
 		local IFS=$'\n'
 		COMPREPLY=($(compgen -W "$(_throttle_keys)" -- "$cur"))

@@ -1,6 +1,6 @@
 # fish completion for throttle(1)
 
-set -l commands consume check release inspect reset acquire renew run shed help
+set -l commands consume check release inspect reset acquire renew run shed policy gc help
 function __throttle_keys
 	throttle inspect 2>/dev/null | string replace -r ' algorithm=.*' ''
 end
@@ -15,13 +15,18 @@ complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a acquire -
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a renew -d 'extend a lease'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a run -d 'run a command under a limit'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a shed -d 'shed work while overloaded'
+complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a policy -d 'keep limits under a name'
+complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a gc -d 'forget keys at rest and ended leases'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
+complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'
+complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -d 'once refused, stay refused this long'
+complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait=MAX)'
 complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
 complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew run shed" -a '(__throttle_keys)'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l concurrency -x -d 'at most N leases at once'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l reserve -x -d 'slots kept for critical work'
+complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'
+complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l reserve -x -d 'slots kept for critical work'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'
-complete -c throttle -n "__fish_seen_subcommand_from acquire renew run" -l ttl -x -d 'lease time to live'
+complete -c throttle -n "__fish_seen_subcommand_from acquire renew run policy" -l ttl -x -d 'lease time to live'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run shed" -l priority -x -a 'critical high normal low' -d 'priority'
 complete -c throttle -n "__fish_seen_subcommand_from release renew" -l lease -x -d 'lease id'
 complete -c throttle -n "__fish_seen_subcommand_from run" -l conflict-exit-code -x -d 'exit code when refused'
@@ -39,8 +44,8 @@ complete -c throttle -l lock-timeout -x -d 'how long to wait for the lock'
 complete -c throttle -l on-error -x -a 'fail allow deny' -d 'what a store error becomes'
 complete -c throttle -l help -d 'show help'
 complete -c throttle -l version -d 'show the version'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l limit -x -d 'N units per PERIOD'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l burst -x -d 'units that may be taken at once'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l algorithm -x -a 'gcra token-bucket fixed-window sliding-window hybrid' -d 'the limiter'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l granularity -x -d 'sliding-window sub-window'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l limit -x -d 'N units per PERIOD'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l burst -x -d 'units that may be taken at once'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l algorithm -x -a 'gcra token-bucket fixed-window sliding-window hybrid' -d 'the limiter'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l granularity -x -d 'sliding-window sub-window'
 complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l cost -x -d 'units this request takes'

@@ -1,12 +1,16 @@
 /*
- * clock.c: the only reader of the clock and of THROTTLE_NOW.
+ * clock.c: the only reader of the clock and of THROTTLE_NOW, and the only
+ * sleeper (for --wait).
  *
  * Decisions use the wall clock (CLOCK_REALTIME), since the state they are
  * compared with is shared between processes and survives reboots.
  * THROTTLE_NOW, decimal seconds since the epoch, replaces it for tests and
  * replays; an empty THROTTLE_NOW counts as unset.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "throttle.h"
@@ -26,4 +30,53 @@ clock_now(int64_t *now, const char **errstr)
 	}
 	*now = (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
 	return 0;
+}
+
+/* Microseconds on the monotonic clock, for waits that clock steps spare. */
+int64_t
+clock_monotonic(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000;
+}
+
+static volatile sig_atomic_t caught;
+
+static void
+on_signal(int sig)
+{
+	caught = sig;
+}
+
+/*
+ * Sleep us microseconds on the monotonic clock.  SIGINT, SIGTERM or SIGHUP
+ * cut the sleep short: the signal's number is returned (0 if none came),
+ * so the caller can undo what it reserved before it exits.
+ */
+int
+clock_sleep(int64_t us)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old[3];
+	struct timespec ts;
+	int64_t deadline = clock_monotonic() + us, left;
+	int i;
+
+	caught = 0;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
+	while (!caught && (left = deadline - clock_monotonic()) > 0) {
+		ts.tv_sec = (time_t)(left / US_PER_SEC);
+		ts.tv_nsec = (long)(left % US_PER_SEC) * 1000;
+		if (nanosleep(&ts, NULL) == -1 && errno != EINTR)
+			break;
+	}
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	return caught;
 }

@@ -156,6 +156,40 @@ cmd_acquire_take(const struct opts *o, int64_t pid, int64_t ttl,
 	return taken;
 }
 
+/*
+ * cmd_acquire_take(), and with --wait, again until a slot is free or
+ * --wait=MAX has passed: sleeping until the soonest lease expiry if one is
+ * known, else polling, each with a little jitter so waiters do not all
+ * wake at once.
+ */
+int
+cmd_acquire_wait(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
+    int64_t *active, int64_t *soonest, int *rc)
+{
+	int64_t start = o->now, mono0 = clock_monotonic(), waited, nap;
+	int taken, sig;
+
+	for (;;) {
+		taken = cmd_acquire_take(o, pid, ttl, l, active, soonest, rc);
+		if (taken != 0 || !o->has_wait)
+			return taken;
+		waited = clock_monotonic() - mono0;
+		if (o->wait_max >= 0 && waited >= o->wait_max)
+			return 0;
+		nap = *soonest > o->now ? *soonest - o->now : 250000;
+		if (nap > US_PER_SEC)
+			nap = US_PER_SEC; /* a release may come any time */
+		nap += (int64_t)(host_random() % (uint64_t)(nap / 10 + 10000));
+		if (o->wait_max >= 0 && nap > o->wait_max - waited)
+			nap = o->wait_max - waited;
+		if ((sig = clock_sleep(nap)) != 0) {
+			*rc = 128 + sig;
+			return -1;
+		}
+		o->now = start + (clock_monotonic() - mono0);
+	}
+}
+
 /* Check the lease options that go together; exit 2 if they do not. */
 void
 cmd_acquire_check(const struct opts *o, const char *cmd)
@@ -209,7 +243,7 @@ acquire_exec(struct opts *o)
 			die_usage("--owner: no process %lld on this host",
 			    (long long)o->owner);
 	}
-	taken = cmd_acquire_take(o, o->has_owner ? o->owner : 0, o->ttl, &l,
+	taken = cmd_acquire_wait(o, o->has_owner ? o->owner : 0, o->ttl, &l,
 	    &active, &soonest, &rc);
 	if (taken < 0)
 		return rc;
@@ -248,10 +282,12 @@ acquire_exec(struct opts *o)
 const struct cmd_entry cmd_acquire_entry = {
 	.name = "acquire",
 	.args = "KEY --concurrency N [--ttl DURATION] [--owner PID] "
-		"[--priority LEVEL] [--reserve R]",
+		"[--priority LEVEL] [--reserve R] [--wait[=MAX]]",
 	.summary = "take one of N slots and print its lease id (exit 0), or "
 		   "exit 1 when all are held",
-	.options = CMDOPT_CONCURRENCY | CMDOPT_TTL | CMDOPT_PRIORITY,
+	.options =
+	    CMDOPT_CONCURRENCY | CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_WAIT,
+	.uses_policy = 1,
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,

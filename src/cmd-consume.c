@@ -1,95 +1,301 @@
 /*
- * cmd-consume.c: consume and check.
+ * cmd-consume.c: consume and check, with compound limits, lockouts and
+ * --wait.
  *
- * consume takes --cost units if the limit allows it now; check answers what
- * consume would answer, as a dry run of the same code in a read
- * transaction that is rolled back.  The order is fixed: begin, load,
- * decide, save (only if allowed and not a dry run), commit, print, exit
- * code.  Nothing is printed until the decision is committed, so a script
- * is never told "allowed" for a decision that was not.
+ * A decision is one transaction: begin, load every limit of the key,
+ * decide each, and only if all allow, save them all (a limit that refuses
+ * leaves every other uncharged); commit; print.  check is the same code as
+ * a dry run in a read transaction that is rolled back.  Nothing is printed
+ * until the decision is committed, so a script is never told "allowed"
+ * for a decision that was not.
+ *
+ * --lockout: once a request is refused, the key stays refused for that
+ * long from that moment (the refusal writes the lockout; nothing else).
+ *
+ * --wait on GCRA limits waits by reservation: in the same transaction as
+ * the refusal, the request is decided again at the instant it would be
+ * allowed and that state is saved, so callers queue in arrival order at
+ * the limit's rate; the caller then sleeps on the monotonic clock.  If it
+ * is interrupted first, the units are given back.  Other algorithms (and
+ * lockouts) are polled: sleep until retry_after, then try again.
  */
 #include <string.h>
 
 #include "throttle.h"
 
+/* Combine the limits' decisions into one: all must allow. */
+static void
+combine(const struct work *w, int n, struct decision *d)
+{
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	d->allowed = 1;
+	d->remaining = INT64_MAX;
+	for (i = 0; i < n; i++) {
+		if (!w[i].d.allowed) {
+			d->allowed = 0;
+			if (w[i].d.retry_after > d->retry_after)
+				d->retry_after = w[i].d.retry_after;
+		}
+		if (w[i].d.remaining < d->remaining)
+			d->remaining = w[i].d.remaining;
+		if (w[i].d.reset_after > d->reset_after)
+			d->reset_after = w[i].d.reset_after;
+	}
+}
+
+/* Decide every limit for cost at time at; 0, or -1 with a message. */
+static int
+decide_all(struct opts *o, struct store *st, int64_t at, int64_t cost,
+    struct work *w, char *err, size_t errlen)
+{
+	int i;
+
+	for (i = 0; i < o->nlimits; i++) {
+		if (cmd_prepare(o, st, i, &w[i], err, errlen) == -1)
+			return -1;
+		w[i].lim.algo->decide(&w[i].lim, &w[i].cur, at, cost, &w[i].d,
+		    &w[i].next);
+	}
+	return 0;
+}
+
+static int
+all_gcra(const struct opts *o)
+{
+	int i;
+
+	for (i = 0; i < o->nlimits; i++)
+		if (o->limits[i].algo != &algo_gcra)
+			return 0;
+	return 1;
+}
+
 /*
- * Decide on the command's key under --limit and, unless dry, commit it.
- * The limit is checked first (exit 2).  0 with *d filled, or -1 with the
- * exit code of an already reported store error in *rc.
+ * Decide on the command's key at time at under its limits and, unless dry,
+ * commit.  With reserve >= -1 (a bound on the wait, -1 none), a refused
+ * GCRA request that would be allowed within it is reserved instead:
+ * d->allowed is 1 and d->retry_after says how long to sleep first.
+ * 0 with w and *d filled, or -1 with the exit code of an already reported
+ * store error in *rc.
  */
 int
-cmd_consume_decide(struct opts *o, int dry, struct decision *d, int *rc)
+cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
+    struct work *w, struct decision *d, int *rc)
 {
 	struct store *st;
-	struct keyrec rec = { 0 };
-	struct kstate cur = { 0 }, next = { 0 };
-	struct limit lim;
 	char err[STORE_ERR_MAX];
-	int ret = -1, r;
+	int64_t until, wait;
+	int i, r;
 
-	if (!o->has_limit)
-		die_usage("%s: no limit for this key; give one, as in "
-			  "--limit 5/15m",
+	if (o->nlimits == 0)
+		die_usage("%s: no limit for this key; give one, as in --limit "
+			  "5/15m, or set a policy for it (throttle policy set "
+			  "NAME --limit ...)",
 		    dry ? "check" : "consume");
-	if (o->cost > o->limit.burst)
-		die_usage("--cost: %lld is more than the %s of %lld, so it "
-			  "could never be allowed; lower --cost or raise %s",
-		    (long long)o->cost,
-		    o->limit.algo->takes_burst ? "burst" : "limit",
-		    (long long)o->limit.burst,
-		    o->limit.algo->takes_burst ? "--burst" : "the limit");
+	for (i = 0; i < o->nlimits; i++)
+		if (o->cost > o->limits[i].burst)
+			die_usage("--cost: %lld is more than the %s of %lld, "
+				  "so it could never be allowed; lower --cost "
+				  "or raise %s",
+			    (long long)o->cost,
+			    o->limits[i].algo->takes_burst ? "burst" : "limit",
+			    (long long)o->limits[i].burst,
+			    o->limits[i].algo->takes_burst ? "--burst"
+							   : "the limit");
 	if ((st = cmd_open(o, rc)) == NULL)
 		return -1;
 	for (;;) {
-		if (store_begin(st, !dry) == -1) {
+		if (store_begin(st, !dry) == -1 ||
+		    store_lockout_get(st, o->key, o->keylen, &until) == -1) {
 			*rc = cmd_fail(o, st, store_error(st));
-			goto out;
+			return -1;
 		}
-		if (cmd_prepare(o, st, &rec, &lim, &cur, &next, err,
+		/* locked out: show the key as it is, nothing charged */
+		if (decide_all(o, st, at,
+			o->has_lockout && until > at ? 0 : o->cost, w, err,
 			sizeof(err)) == -1) {
 			*rc = cmd_fail(o, st, err);
-			goto out;
+			return -1;
 		}
-		lim.algo->decide(&lim, &cur, o->now, o->cost, d, &next);
+		combine(w, o->nlimits, d);
+		if (o->has_lockout && until > at) {
+			d->allowed = 0;
+			d->retry_after = until - at;
+		} else if (!d->allowed && reserve >= -1 && all_gcra(o) &&
+		    (reserve == -1 || d->retry_after <= reserve)) {
+			/* the first instant every limit allows it */
+			wait = d->retry_after;
+			if (decide_all(o, st, at + wait, o->cost, w, err,
+				sizeof(err)) == -1) {
+				*rc = cmd_fail(o, st, err);
+				return -1;
+			}
+			combine(w, o->nlimits, d);
+			d->retry_after = wait;
+			at += wait;
+		}
+		if (d->reset_after < d->retry_after)
+			d->reset_after = d->retry_after;
 		if (dry) {
 			store_rollback(st);
 			break;
 		}
-		if (d->allowed &&
-		    cmd_save(o, st, &lim, &next, d->reset_after) == -1) {
-			*rc = cmd_fail(o, st, store_error(st));
-			goto out;
+		if (d->allowed) {
+			for (i = 0; i < o->nlimits; i++)
+				if (cmd_save(o, st, i, &w[i].lim, &w[i].next,
+					at + w[i].d.reset_after) == -1)
+					goto fail;
+			if (store_trim(st, o->key, o->keylen, o->nlimits) == -1)
+				goto fail;
+		} else if (o->has_lockout && until <= at && o->lockout > 0) {
+			if (store_lockout_put(st, o->key, o->keylen,
+				at + o->lockout) == -1)
+				goto fail;
+			d->retry_after = d->reset_after = o->lockout;
 		}
-		if ((r = store_commit(st)) == -1) {
-			*rc = cmd_fail(o, st, store_error(st));
-			goto out;
-		}
+		/* a few rows at rest go with every write: the file stays
+		 * bounded without anyone running gc */
+		if (store_tidy(st, o->now, 4) == -1 ||
+		    (r = store_commit(st)) == -1)
+			goto fail;
 		if (r != STORE_RETRY)
 			break;
 	}
 	store_close(st);
-	ret = 0;
-out:
-	cmd_unprepare(&rec, &cur, &next);
-	return ret;
+	return 0;
+fail:
+	*rc = cmd_fail(o, st, store_error(st));
+	return -1;
+}
+
+/* Give back what a reservation took, when its wait was cut short. */
+static void
+unreserve(struct opts *o, struct work *w)
+{
+	struct store *st;
+	struct kstate back;
+	char err[STORE_ERR_MAX];
+	int i, r, rc;
+
+	if ((st = cmd_open(o, &rc)) == NULL)
+		return;
+	do {
+		if (store_begin(st, 1) == -1)
+			break;
+		for (i = 0; i < o->nlimits; i++) {
+			if (cmd_prepare(o, st, i, &w[i], err, sizeof(err)) != 1)
+				continue;
+			back = w[i].next;
+			w[i].lim.algo->release(&w[i].lim, &w[i].cur, o->now,
+			    o->cost, &back);
+			cmd_save(o, st, i, &w[i].lim, &back, w[i].rec.rest_at);
+		}
+		if ((r = store_commit(st)) == -1)
+			break;
+	} while (r == STORE_RETRY);
+	store_rollback(st);
+	store_close(st);
+}
+
+static void
+free_work(struct work *w)
+{
+	int i;
+
+	for (i = 0; i < LIMITS_MAX; i++)
+		cmd_unprepare(&w[i]);
+}
+
+/*
+ * Decide on the command's key, waiting if --wait says so: 0 allowed (after
+ * any wait), 1 refused, or another exit code.  The decision is printed.
+ */
+int
+cmd_consume_wait(struct opts *o, int print, struct decision *out)
+{
+	struct work w[LIMITS_MAX];
+	struct decision d;
+	int64_t start = o->now, mono0 = clock_monotonic(), waited = 0, left;
+	char t[32];
+	int rc, sig;
+
+	memset(w, 0, sizeof(w));
+	for (;;) {
+		left = o->wait_max < 0 ? -1 : o->wait_max - waited;
+		if (cmd_consume_decide(o, 0, o->has_wait ? left : -2, o->now, w,
+			&d, &rc) == -1) {
+			free_work(w);
+			return rc;
+		}
+		if (d.allowed && d.retry_after > 0) {
+			/* a reservation: sleep to it, or give it back */
+			if ((sig = clock_sleep(d.retry_after)) != 0) {
+				o->now = start + clock_monotonic() - mono0;
+				unreserve(o, w);
+				free_work(w);
+				return 128 + sig;
+			}
+			d.retry_after = 0;
+		}
+		if (d.allowed || !o->has_wait)
+			break;
+		if (left >= 0 && d.retry_after > left) {
+			output_seconds(t, sizeof(t), d.retry_after);
+			if (!o->quiet)
+				log_key(o->key, o->keylen,
+				    " throttled: the wait would be %ss, "
+				    "more than --wait allows",
+				    t);
+			if (print) {
+				/* the line above says it: no second one */
+				struct opts q = *o;
+
+				q.quiet = 1;
+				cmd_print(&q, w, o->nlimits, o->cost, &d);
+			}
+			*out = d;
+			free_work(w);
+			return EXIT_REFUSED;
+		}
+		if ((sig = clock_sleep(d.retry_after)) != 0) {
+			free_work(w);
+			return 128 + sig;
+		}
+		waited = clock_monotonic() - mono0;
+		o->now = start + waited;
+	}
+	if (print)
+		cmd_print(o, w, o->nlimits, o->cost, &d);
+	*out = d;
+	free_work(w);
+	return d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 }
 
 static int
 decide_exec(struct opts *o, int dry)
 {
+	struct work w[LIMITS_MAX];
 	struct decision d;
 	int rc;
 
-	if (cmd_consume_decide(o, dry, &d, &rc) == -1)
+	memset(w, 0, sizeof(w));
+	if (cmd_consume_decide(o, dry, -2, o->now, w, &d, &rc) == -1) {
+		free_work(w);
 		return rc;
-	cmd_print(o, &o->limit, o->cost, &d);
+	}
+	cmd_print(o, w, o->nlimits, o->cost, &d);
+	free_work(w);
 	return d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 }
 
 static int
 consume_exec(struct opts *o)
 {
-	return decide_exec(o, 0);
+	struct decision d;
+
+	return o->has_wait ? cmd_consume_wait(o, 1, &d) : decide_exec(o, 0);
 }
 
 static int
@@ -99,21 +305,22 @@ check_exec(struct opts *o)
 }
 
 #define DECIDE_ARGS                                                            \
-	"KEY --limit N/PERIOD [--algorithm NAME] [--burst B] "                 \
-	"[--granularity G] [--cost N]"
+	"KEY --limit N/PERIOD [--limit ...] [--algorithm NAME] [--burst B] "   \
+	"[--granularity G] [--cost N] [--lockout D]"
 #define DECIDE_OPTS                                                            \
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_COST |        \
-	    CMDOPT_GRANULARITY)
+	    CMDOPT_GRANULARITY | CMDOPT_LOCKOUT)
 
 const struct cmd_entry cmd_consume_entry = {
 	.name = "consume",
-	.args = DECIDE_ARGS,
+	.args = DECIDE_ARGS " [--wait[=MAX]]",
 	.summary = "take --cost units if the limit allows it now (exit 0), "
 		   "else change nothing (exit 1)",
-	.options = DECIDE_OPTS,
+	.options = DECIDE_OPTS | CMDOPT_WAIT,
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,
+	.uses_policy = 1,
 	.exec = consume_exec,
 };
 
@@ -125,5 +332,6 @@ const struct cmd_entry cmd_check_entry = {
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,
+	.uses_policy = 1,
 	.exec = check_exec,
 };

@@ -85,7 +85,7 @@ inspect_exec(struct opts *o)
 	struct inspect_ctx ctx;
 	struct store *st;
 	struct keyrec rec = { 0 };
-	int found = 0, rc;
+	int found = 0, idx, rc;
 
 	if (o->key == NULL && o->format == FORMAT_SHELL)
 		die_usage("inspect: --format shell shows one key; give a key, "
@@ -103,15 +103,23 @@ inspect_exec(struct opts *o)
 			return cmd_fail(o, st,
 			    ctx.err[0] ? ctx.err : store_error(st));
 	} else {
-		found = cmd_load(o, st, &rec, ctx.err, sizeof(ctx.err));
-		if (found == -1 || (found == 1 && show(&rec, &ctx) == -1) ||
-		    store_lease_list(st, o->key, o->keylen, show_lease, &ctx) ==
-			-1) {
+		/* each of the key's limits, then its leases */
+		for (idx = 0; idx < LIMITS_MAX; idx++) {
+			rc = cmd_load(o, st, idx, &rec, ctx.err,
+			    sizeof(ctx.err));
+			if (rc == 1 && show(&rec, &ctx) == -1)
+				rc = -1;
 			free(rec.state.slots);
-			return cmd_fail(o, st,
-			    ctx.err[0] ? ctx.err : store_error(st));
+			rec.state.slots = NULL;
+			if (rc == -1)
+				return cmd_fail(o, st, ctx.err);
+			if (rc == 0)
+				break;
+			found++;
 		}
-		free(rec.state.slots);
+		if (store_lease_list(st, o->key, o->keylen, show_lease, &ctx) ==
+		    -1)
+			return cmd_fail(o, st, store_error(st));
 	}
 	store_rollback(st);
 	store_close(st);

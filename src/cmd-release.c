@@ -44,59 +44,79 @@ release_lease(struct opts *o)
 	return EXIT_ALLOWED;
 }
 
+/*
+ * Give units back to each of the key's limits: those on the command line,
+ * or else every limit the key has stored.
+ */
 static int
 release_exec(struct opts *o)
 {
 	struct store *st;
-	struct keyrec rec = { 0 };
-	struct kstate cur = { 0 }, next = { 0 };
-	struct limit lim;
+	struct work w[LIMITS_MAX];
 	struct decision d;
+	struct kstate back;
 	char err[STORE_ERR_MAX];
-	int found, rc;
+	int i, n, found, rc;
 
 	if (o->lease != NULL) {
-		if (o->has_limit)
+		if (o->nlimits > 0)
 			die_usage("release: give --lease or a limit, not both");
 		return release_lease(o);
 	}
+	memset(w, 0, sizeof(w));
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	for (;;) {
-		if (store_begin(st, 1) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
-			goto out;
+		if (store_begin(st, 1) == -1)
+			goto fail;
+		for (n = 0; n < LIMITS_MAX; n++) {
+			if ((found = cmd_prepare(o, st, n, &w[n], err,
+				 sizeof(err))) == -1) {
+				rc = cmd_fail(o, st, err);
+				goto out;
+			}
+			if (n >= o->nlimits && !found)
+				break;
+			back = w[n].next;
+			w[n].lim.algo->release(&w[n].lim, &w[n].cur, o->now,
+			    o->cost, &back);
+			/* the key as it now stands, for the output */
+			w[n].lim.algo->decide(&w[n].lim, &back, o->now, 0,
+			    &w[n].d, &w[n].cur);
+			if (cmd_save(o, st, n, &w[n].lim, &back,
+				o->now + w[n].d.reset_after) == -1)
+				goto fail;
 		}
-		if ((found = cmd_prepare(o, st, &rec, &lim, &cur, &next, err,
-			 sizeof(err))) == -1) {
-			rc = cmd_fail(o, st, err);
-			goto out;
-		}
-		if (!found && !o->has_limit) {
+		if (n == 0) {
+			/* no state and no limit: nothing to give back */
 			store_rollback(st);
 			store_close(st);
 			rc = EXIT_ALLOWED;
 			goto out;
 		}
-		lim.algo->release(&lim, &cur, o->now, o->cost, &next);
-		/* the key as it now stands, for the output (cur is free) */
-		lim.algo->decide(&lim, &next, o->now, 0, &d, &cur);
-		if (cmd_save(o, st, &lim, &next, d.reset_after) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
-			goto out;
-		}
-		if ((rc = store_commit(st)) == -1) {
-			rc = cmd_fail(o, st, store_error(st));
-			goto out;
-		}
+		if ((rc = store_commit(st)) == -1)
+			goto fail;
 		if (rc != STORE_RETRY)
 			break;
 	}
 	store_close(st);
-	cmd_print(o, &lim, o->cost, &d);
+	memset(&d, 0, sizeof(d));
+	d.allowed = 1;
+	d.remaining = INT64_MAX;
+	for (i = 0; i < n; i++) {
+		if (w[i].d.remaining < d.remaining)
+			d.remaining = w[i].d.remaining;
+		if (w[i].d.reset_after > d.reset_after)
+			d.reset_after = w[i].d.reset_after;
+	}
+	cmd_print(o, w, n, o->cost, &d);
 	rc = EXIT_ALLOWED;
+	goto out;
+fail:
+	rc = cmd_fail(o, st, store_error(st));
 out:
-	cmd_unprepare(&rec, &cur, &next);
+	for (i = 0; i < LIMITS_MAX; i++)
+		cmd_unprepare(&w[i]);
 	return rc;
 }
 

@@ -157,11 +157,12 @@ run_exec(struct opts *o)
 	char why[64], t[32];
 	int rc, status;
 
-	if (o->has_limit == o->has_concurrency)
+	if ((o->nlimits > 0) == o->has_concurrency)
 		die_usage("run: give --limit (a rate) or --concurrency (a "
 			  "number of slots), one of them");
-	if (o->has_limit) {
-		if (cmd_consume_decide(o, 0, &d, &rc) == -1)
+	if (o->nlimits > 0) {
+		if ((rc = cmd_consume_wait(o, 0, &d)) != EXIT_ALLOWED &&
+		    rc != EXIT_REFUSED)
 			return rc;
 		if (!d.allowed) {
 			output_seconds(t, sizeof(t), d.retry_after);
@@ -173,7 +174,7 @@ run_exec(struct opts *o)
 		exec_command(o);
 	}
 	cmd_acquire_check(o, "run");
-	switch (cmd_acquire_take(o, getpid(), o->has_ttl ? o->ttl : 0, &l,
+	switch (cmd_acquire_wait(o, getpid(), o->has_ttl ? o->ttl : 0, &l,
 	    &active, &soonest, &rc)) {
 	case -1:
 		return rc;
@@ -193,12 +194,14 @@ run_exec(struct opts *o)
 const struct cmd_entry cmd_run_entry = {
 	.name = "run",
 	.args = "KEY --limit N/PERIOD [limit options] | --concurrency N "
-		"[lease options] [--conflict-exit-code N] -- COMMAND [ARGS...]",
+		"[lease options] [--wait[=MAX]] [--conflict-exit-code N] -- "
+		"COMMAND [ARGS...]",
 	.summary = "run COMMAND if the limit allows it (a rate, or a slot held "
 		   "while it runs); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
 	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY | CMDOPT_TTL |
-	    CMDOPT_PRIORITY | CMDOPT_RUN,
+	    CMDOPT_PRIORITY | CMDOPT_RUN | CMDOPT_LOCKOUT | CMDOPT_WAIT,
+	.uses_policy = 1,
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,

@@ -7,14 +7,17 @@
  * usage errors are all written from options[] and cmd_table[], so they
  * cannot disagree with what the parser accepts.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "throttle.h"
 
 extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
     cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry,
-    cmd_acquire_entry, cmd_renew_entry, cmd_shed_entry, cmd_run_entry;
+    cmd_acquire_entry, cmd_renew_entry, cmd_shed_entry, cmd_run_entry,
+    cmd_gc_entry, cmd_policy_entry;
 
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_consume_entry,
@@ -26,6 +29,8 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_renew_entry,
 	&cmd_run_entry,
 	&cmd_shed_entry,
+	&cmd_policy_entry,
+	&cmd_gc_entry,
 	&cmd_help_entry,
 	NULL,
 };
@@ -55,7 +60,9 @@ enum {
 	OPT_BAD_ABOVE,
 	OPT_DELAY,
 	OPT_RAMP,
-	OPT_CONFLICT_EXIT_CODE
+	OPT_CONFLICT_EXIT_CODE,
+	OPT_LOCKOUT,
+	OPT_WAIT
 };
 
 static const struct option_def {
@@ -77,6 +84,10 @@ static const struct option_def {
 	    "sliding-window: sub-window length (default PERIOD/60, >= 1ms)" },
 	{ OPT_COST, "cost", 0, "N", CMDOPT_COST,
 	    "units this request takes or gives back (default 1)" },
+	{ OPT_LOCKOUT, "lockout", 0, "DURATION", CMDOPT_LOCKOUT,
+	    "once refused, the key stays refused this long" },
+	{ OPT_WAIT, "wait", 0, "MAX", CMDOPT_WAIT,
+	    "wait until allowed (at most MAX, with --wait=MAX)" },
 	{ OPT_CONCURRENCY, "concurrency", 0, "N", CMDOPT_CONCURRENCY,
 	    "at most N leases held at once" },
 	{ OPT_RESERVE, "reserve", 0, "R", CMDOPT_CONCURRENCY,
@@ -115,6 +126,20 @@ static const struct option_def {
 	{ OPT_VERSION, "version", 0, NULL, 0, "show the version" },
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* Which commands take an option (CMDOPT_*; 0 for a global option). */
+int
+option_flag(const struct option_def *d)
+{
+	return d->flag;
+}
+
+/* An option's long name. */
+const char *
+option_name(const struct option_def *d)
+{
+	return d->name;
+}
 
 static const struct option_def *
 find_long(const char *name, size_t len)
@@ -233,6 +258,32 @@ const struct cmd_entry cmd_help_entry = {
 	.exec = help_exec,
 };
 
+/* --limit N/PERIOD, or several joined with ';' as in "10/1h;100/1d". */
+static void
+add_limits(struct opts *o, const char *v)
+{
+	char buf[128];
+	const char *p = v, *end, *err;
+	size_t n;
+
+	do {
+		end = strchr(p, ';');
+		n = end ? (size_t)(end - p) : strlen(p);
+		if (n >= sizeof(buf))
+			die_usage("--limit: '%s' is too long", v);
+		memcpy(buf, p, n);
+		buf[n] = '\0';
+		if (o->nlimits == LIMITS_MAX)
+			die_usage("--limit: more than %d limits on one key",
+			    LIMITS_MAX);
+		if (parse_limit(buf, &o->limits[o->nlimits].count,
+			&o->limits[o->nlimits].period, &err) == -1)
+			die_usage("--limit: '%s' %s", buf, err);
+		o->limit_texts[o->nlimits++] = v;
+		p = end ? end + 1 : NULL;
+	} while (p != NULL);
+}
+
 static void
 apply(struct opts *o, const struct option_def *d, const char *v)
 {
@@ -263,15 +314,7 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 			    v);
 		break;
 	case OPT_LIMIT:
-		if (o->has_limit)
-			die_usage("--limit: given twice ('%s' and '%s'); give "
-				  "one limit",
-			    o->limit_text, v);
-		if (parse_limit(v, &o->limit.count, &o->limit.period, &err) ==
-		    -1)
-			die_usage("--limit: '%s' %s", v, err);
-		o->has_limit = 1;
-		o->limit_text = v;
+		add_limits(o, v);
 		break;
 	case OPT_BURST:
 		if (parse_count(v, COUNT_MAX, &n, &err) == -1)
@@ -371,6 +414,17 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 			    v);
 		o->conflict_exit_code = (int)n;
 		break;
+	case OPT_LOCKOUT:
+		if (parse_duration(v, &o->lockout, &err) == -1)
+			die_usage("--lockout: '%s' %s", v, err);
+		o->has_lockout = 1;
+		break;
+	case OPT_WAIT:
+		o->has_wait = 1;
+		o->wait_max = -1;
+		if (v != NULL && parse_duration(v, &o->wait_max, &err) == -1)
+			die_usage("--wait: '%s' %s", v, err);
+		break;
 	case OPT_GRANULARITY:
 		if (parse_duration(v, &o->limit.granularity, &err) == -1)
 			die_usage("--granularity: '%s' %s", v, err);
@@ -380,32 +434,135 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 	}
 }
 
-/* Settle --limit with the options that shape it. */
-static void
-settle_limit(struct opts *o)
+/*
+ * Complete and check the limits, once the command line and the key's
+ * policy have both been heard: every limit takes the algorithm, --burst
+ * (one limit only) and --granularity given.
+ */
+void
+cmd_settle(struct opts *o, const char *cmd)
 {
-	struct limit *l = &o->limit;
+	struct limit *l;
 	const char *err;
+	int i;
 
-	if (l->algo == NULL)
-		l->algo = algo_table[0];
-	if (o->has_burst && !l->algo->takes_burst)
-		die_usage("--burst: %s has no burst (only gcra does); leave "
-			  "--burst out",
-		    l->algo->name);
-	if (o->has_granularity && !l->algo->takes_granularity)
-		die_usage("--granularity: %s has no sub-windows (only "
-			  "sliding-window does); leave --granularity out",
-		    l->algo->name);
-	if (!o->has_burst)
-		l->burst = l->count;
-	if (l->algo->takes_granularity && !o->has_granularity)
-		l->granularity = algo_sliding_default_granularity(l->period);
-	if (limit_validate(l, &err) == -1) {
-		if (o->has_granularity)
-			die_usage("--granularity: '%s' with --limit '%s': %s",
-			    o->granularity_text, o->limit_text, err);
-		die_usage("--limit: '%s' %s", o->limit_text, err);
+	if ((o->has_burst || o->has_algorithm || o->has_granularity) &&
+	    o->nlimits == 0)
+		die_usage("%s: %s goes with --limit; give the limit too", cmd,
+		    o->has_burst             ? "--burst"
+			: o->has_granularity ? "--granularity"
+					     : "--algorithm");
+	if (o->has_burst && o->nlimits > 1)
+		die_usage("--burst: applies to one --limit; with several, each "
+			  "limit's burst is its own N");
+	if (o->limit.algo == NULL)
+		o->limit.algo = algo_table[0];
+	for (i = 0; i < o->nlimits; i++) {
+		l = &o->limits[i];
+		l->algo = o->limit.algo;
+		if (o->has_burst && !l->algo->takes_burst)
+			die_usage("--burst: %s has no burst (only gcra does); "
+				  "leave --burst out",
+			    l->algo->name);
+		if (o->has_granularity && !l->algo->takes_granularity)
+			die_usage("--granularity: %s has no sub-windows (only "
+				  "sliding-window does); leave --granularity "
+				  "out",
+			    l->algo->name);
+		l->burst = o->has_burst ? o->limit.burst : l->count;
+		l->granularity = !l->algo->takes_granularity ? 0
+		    : o->has_granularity
+		    ? o->limit.granularity
+		    : algo_sliding_default_granularity(l->period);
+		if (limit_validate(l, &err) == -1) {
+			if (o->has_granularity)
+				die_usage("--granularity: '%s' with --limit "
+					  "'%s': %s",
+				    o->granularity_text, o->limit_texts[i],
+				    err);
+			die_usage("--limit: '%s' %s", o->limit_texts[i], err);
+		}
+	}
+}
+
+/*
+ * Merge a policy's options into o: each option the command line did not
+ * give.  -1 if the policy holds something throttle would not store.
+ */
+static int
+merge_policy(struct opts *o, char *spec)
+{
+	struct opts cli = *o;
+	const struct option_def *d;
+	char *name, *value, *save = NULL;
+
+	for (name = strtok_r(spec, " ", &save); name != NULL;
+	     name = strtok_r(NULL, " ", &save)) {
+		if (strncmp(name, "--", 2) != 0 ||
+		    (d = find_long(name + 2, strlen(name + 2))) == NULL ||
+		    !(d->flag & CMDOPT_POLICY) ||
+		    (value = strtok_r(NULL, " ", &save)) == NULL)
+			return -1;
+		if ((d->id == OPT_LIMIT && cli.nlimits > 0) ||
+		    (d->id == OPT_BURST && cli.has_burst) ||
+		    (d->id == OPT_ALGORITHM && cli.has_algorithm) ||
+		    (d->id == OPT_GRANULARITY && cli.has_granularity) ||
+		    (d->id == OPT_LOCKOUT && cli.has_lockout) ||
+		    (d->id == OPT_CONCURRENCY && cli.has_concurrency) ||
+		    (d->id == OPT_RESERVE && cli.has_reserve) ||
+		    (d->id == OPT_TTL && cli.has_ttl))
+			continue;
+		apply(o, d, value);
+	}
+	return 0;
+}
+
+/*
+ * A key without limit options on its command line uses the policy named
+ * like the key, or like its longest prefix before a ':' ("login" governs
+ * "login:alice").  Looked up in a read transaction of its own.
+ */
+static void
+find_policy(struct opts *o)
+{
+	static char spec[POLICY_MAX], name[KEY_MAX + 1];
+	struct store *st;
+	char msg[STORE_ERR_MAX];
+	size_t n = o->keylen;
+	int found = 0, rc;
+
+	if (access(o->db, F_OK) == -1 && errno == ENOENT)
+		return; /* no state file, no policies: do not create one */
+	if ((st = cmd_open(o, &rc)) == NULL)
+		exit(rc);
+	if (store_begin(st, 0) == -1)
+		exit(cmd_fail(o, st, store_error(st)));
+	for (;;) {
+		memcpy(name, o->key, n);
+		name[n] = '\0';
+		if ((found = store_policy_get(st, name, spec, sizeof(spec))) ==
+		    -1)
+			exit(cmd_fail(o, st, store_error(st)));
+		if (found)
+			break;
+		while (n > 0 && o->key[n - 1] != ':')
+			n--;
+		if (n == 0)
+			break;
+		n--; /* drop the ':' */
+	}
+	store_rollback(st);
+	store_close(st);
+	if (!found)
+		return;
+	o->policy = name;
+	if (merge_policy(o, spec) == -1) {
+		snprintf(msg, sizeof(msg),
+		    "%.1000s: the policy '%.64s' holds options throttle never "
+		    "writes; the file was edited by something else (set the "
+		    "policy afresh with throttle policy set)",
+		    o->db, name);
+		exit(state_error(o, msg));
 	}
 }
 
@@ -423,15 +580,6 @@ finish(struct opts *o, const struct cmd_entry *c)
 			die_usage("--db: %s", err);
 		o->db = o->dbbuf;
 	}
-	if ((o->has_burst || o->has_algorithm || o->has_granularity) &&
-	    !o->has_limit)
-		die_usage("%s: %s goes with --limit; give the limit too",
-		    c->name,
-		    o->has_burst             ? "--burst"
-			: o->has_granularity ? "--granularity"
-					     : "--algorithm");
-	if (o->has_limit)
-		settle_limit(o);
 	if (c->operand_is_key && o->operand != NULL) {
 		o->key = o->operand;
 		o->keylen = strlen(o->key);
@@ -445,6 +593,11 @@ finish(struct opts *o, const struct cmd_entry *c)
 	}
 	if (clock_now(&o->now, &err) == -1)
 		die_usage("THROTTLE_NOW: '%s' %s", getenv("THROTTLE_NOW"), err);
+	if (c->uses_policy && o->key != NULL && o->nlimits == 0 &&
+	    !o->has_concurrency)
+		find_policy(o);
+	if (c->options & CMDOPT_LIMIT)
+		cmd_settle(o, c->name);
 }
 
 /* Open the state store; on failure, report it and set *rc. */
@@ -464,14 +617,14 @@ cmd_open(const struct opts *o, int *rc)
  * A record throttle could not have written is refused, never decided on.
  */
 int
-cmd_load(const struct opts *o, struct store *st, struct keyrec *rec, char *err,
-    size_t errlen)
+cmd_load(const struct opts *o, struct store *st, int idx, struct keyrec *rec,
+    char *err, size_t errlen)
 {
 	const char *why;
 	FILE *fp;
 	int found;
 
-	if ((found = store_load(st, o->key, o->keylen, rec)) == -1) {
+	if ((found = store_load(st, o->key, o->keylen, idx, rec)) == -1) {
 		snprintf(err, errlen, "%s", store_error(st));
 		return -1;
 	}
@@ -492,42 +645,39 @@ cmd_load(const struct opts *o, struct store *st, struct keyrec *rec, char *err,
 }
 
 /*
- * Load the command's key and make ready to decide on it: *lim is the limit
- * to use (--limit, else the key's own), cur the state under it, and next
- * has room for what the algorithm writes.  1 found, 0 no state (then *lim
- * is set only if --limit was given), -1 with a message in err.  Buffers of
- * an earlier call are reused; cmd_unprepare() frees them.
+ * Load limit idx of the command's key and make ready to decide on it:
+ * w->lim is the limit to use (--limit, else the key's own), w->cur the
+ * state under it, and w->next has room for what the algorithm writes.
+ * 1 found, 0 no state (then w->lim is set only if --limit was given), -1
+ * with a message in err.  cmd_unprepare() frees the buffers.
  */
 int
-cmd_prepare(const struct opts *o, struct store *st, struct keyrec *rec,
-    struct limit *lim, struct kstate *cur, struct kstate *next, char *err,
-    size_t errlen)
+cmd_prepare(const struct opts *o, struct store *st, int idx, struct work *w,
+    char *err, size_t errlen)
 {
-	int found;
-
-	cmd_unprepare(rec, cur, next);
-	if ((found = cmd_load(o, st, rec, err, errlen)) == -1)
+	cmd_unprepare(w);
+	if ((w->found = cmd_load(o, st, idx, &w->rec, err, errlen)) == -1)
 		return -1;
-	if (o->has_limit)
-		*lim = o->limit;
-	else if (found)
-		*lim = rec->limit;
-	cur->slots = xcalloc(rec->state.nslots + 1, sizeof(*cur->slots));
-	next->slots = xcalloc(rec->state.nslots + 2, sizeof(*next->slots));
-	if (found || o->has_limit)
-		limit_carry(lim, rec, found, cur);
-	return found;
+	if (idx < o->nlimits)
+		w->lim = o->limits[idx];
+	else if (w->found)
+		w->lim = w->rec.limit;
+	w->cur.slots = xcalloc(w->rec.state.nslots + 1, sizeof(struct slot));
+	w->next.slots = xcalloc(w->rec.state.nslots + 2, sizeof(struct slot));
+	if (w->found || idx < o->nlimits)
+		limit_carry(&w->lim, &w->rec, w->found, &w->cur);
+	return w->found;
 }
 
 /* Free what cmd_prepare() allocated; safe to call again. */
 void
-cmd_unprepare(struct keyrec *rec, struct kstate *cur, struct kstate *next)
+cmd_unprepare(struct work *w)
 {
-	free(rec->state.slots);
-	free(cur->slots);
-	free(next->slots);
-	rec->state.slots = cur->slots = next->slots = NULL;
-	rec->state.nslots = cur->nslots = next->nslots = 0;
+	free(w->rec.state.slots);
+	free(w->cur.slots);
+	free(w->next.slots);
+	w->rec.state.slots = w->cur.slots = w->next.slots = NULL;
+	w->rec.state.nslots = w->cur.nslots = w->next.nslots = 0;
 }
 
 /*
@@ -535,36 +685,46 @@ cmd_unprepare(struct keyrec *rec, struct kstate *cur, struct kstate *next)
  * reset_after from now.
  */
 int
-cmd_save(const struct opts *o, struct store *st, const struct limit *l,
-    const struct kstate *next, int64_t reset_after)
+cmd_save(const struct opts *o, struct store *st, int idx, const struct limit *l,
+    const struct kstate *next, int64_t rest_at)
 {
 	struct keyrec rec;
 
 	memcpy(rec.key, o->key, o->keylen);
 	rec.key[o->keylen] = '\0';
 	rec.keylen = o->keylen;
+	rec.idx = idx;
 	rec.limit = *l;
 	rec.state = *next;
-	rec.rest_at = o->now + reset_after;
+	rec.rest_at = rest_at;
 	return store_save(st, &rec);
 }
 
 /* Print a decision on the command's key, and the throttled line if refused. */
 void
-cmd_print(const struct opts *o, const struct limit *l, int64_t cost,
+cmd_print(const struct opts *o, const struct work *w, int n, int64_t cost,
     const struct decision *d)
 {
 	struct result r;
+	int i, b = 0;
 
+	/* the binding limit: the longest wait, then the fewest left */
+	for (i = 1; i < n; i++)
+		if (w[i].d.retry_after > w[b].d.retry_after ||
+		    (w[i].d.retry_after == w[b].d.retry_after &&
+			w[i].d.remaining < w[b].d.remaining))
+			b = i;
 	memset(&r, 0, sizeof(r));
 	r.key = o->key;
 	r.keylen = o->keylen;
-	r.limit = l;
+	r.limit = &w[b].lim;
 	r.allowed = d->allowed;
 	r.cost = cost;
 	r.remaining = d->remaining;
 	r.retry_after = d->retry_after;
 	r.reset_after = d->reset_after;
+	r.works = n > 1 ? w : NULL;
+	r.nworks = n;
 	output_result(o, &r);
 	if (!d->allowed)
 		output_throttled(o, &r);
@@ -636,13 +796,15 @@ cmd_main(int argc, char **argv)
 					    d->name);
 				v = eq + 1;
 			}
+
 		} else {
 			if (a[2] != '\0' || (d = find_short(a[1])) == NULL)
 				die_usage("%s: unknown option; see throttle "
 					  "--help",
 				    a);
 		}
-		if (d->arg != NULL && v == NULL) {
+		/* --wait takes its optional bound only as --wait=MAX */
+		if (d->arg != NULL && v == NULL && d->id != OPT_WAIT) {
 			if (i + 1 >= argc)
 				die_usage("--%s: needs a value (%s)", d->name,
 				    d->arg);
@@ -702,6 +864,10 @@ cmd_main(int argc, char **argv)
 			  "with spaces); usage: throttle %s %s",
 		    c->name, ops[1 + c->max_args], c->name, c->args);
 	o.operand = nops > 1 ? ops[1] : NULL;
+	o.operand2 = nops > 2 ? ops[2] : NULL;
+	o.given = given;
+	o.given_values = vals;
+	o.ngiven = ngiven;
 	if (c != &cmd_help_entry)
 		finish(&o, c);
 	rc = c->exec(&o);

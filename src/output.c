@@ -197,6 +197,29 @@ shell_seconds(FILE *fp, const char *name, int64_t us)
 	    secs_up(us));
 }
 
+/* The "limits" array of a compound limit: each limit's own numbers. */
+static void
+json_limits(const struct result *r)
+{
+	const struct limit *l;
+	int i;
+
+	fputs(",\"limits\":[", stdout);
+	for (i = 0; i < r->nworks; i++) {
+		l = &r->works[i].lim;
+		printf("%s{\"limit\":%lld", i ? "," : "", (long long)l->count);
+		json_seconds(stdout, "period", l->period);
+		printf(",\"burst\":%lld,\"allowed\":%s,\"remaining\":%lld",
+		    (long long)l->burst,
+		    r->works[i].d.allowed ? "true" : "false",
+		    (long long)r->works[i].d.remaining);
+		json_seconds(stdout, "retry_after", r->works[i].d.retry_after);
+		json_seconds(stdout, "reset_after", r->works[i].d.reset_after);
+		putchar('}');
+	}
+	putchar(']');
+}
+
 /* Write one result in the chosen format (text writes nothing). */
 void
 output_result(const struct opts *o, const struct result *r)
@@ -239,6 +262,8 @@ output_result(const struct opts *o, const struct result *r)
 		printf(",\"remaining\":%lld", (long long)r->remaining);
 		json_seconds(stdout, "retry_after", r->retry_after);
 		json_seconds(stdout, "reset_after", r->reset_after);
+		if (r->works != NULL)
+			json_limits(r);
 		fputs("}\n", stdout);
 		break;
 	case FORMAT_SHELL:

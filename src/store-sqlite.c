@@ -76,6 +76,35 @@ static const char *const migrations[] = {
 	"  amount    INTEGER NOT NULL," /* units of 1e-12 */
 	"  changed   INTEGER NOT NULL" /* us */
 	") WITHOUT ROWID",
+
+	/* 2 -> 3: compound limits (one row per limit), lockouts, policies */
+	"CREATE TABLE key_state3 ("
+	"  key         BLOB NOT NULL,"
+	"  idx         INTEGER NOT NULL," /* which of the key's limits */
+	"  algorithm   TEXT NOT NULL,"
+	"  lim         INTEGER NOT NULL,"
+	"  period      INTEGER NOT NULL,"
+	"  burst       INTEGER NOT NULL,"
+	"  granularity INTEGER NOT NULL,"
+	"  s1          INTEGER NOT NULL,"
+	"  s2          INTEGER NOT NULL,"
+	"  s3          INTEGER NOT NULL,"
+	"  slots       BLOB,"
+	"  rest_at     INTEGER NOT NULL,"
+	"  PRIMARY KEY (key, idx)"
+	") WITHOUT ROWID;"
+	"INSERT INTO key_state3 SELECT key, 0, algorithm, lim, period, burst,"
+	"  granularity, s1, s2, s3, slots, rest_at FROM key_state;"
+	"DROP TABLE key_state;"
+	"ALTER TABLE key_state3 RENAME TO key_state;"
+	"CREATE TABLE lockout ("
+	"  key       BLOB PRIMARY KEY NOT NULL,"
+	"  until     INTEGER NOT NULL" /* us */
+	") WITHOUT ROWID;"
+	"CREATE TABLE policy ("
+	"  name      BLOB PRIMARY KEY NOT NULL,"
+	"  options   TEXT NOT NULL" /* as for policy set, normalized */
+	") WITHOUT ROWID",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 #define NEEDS_UPGRADE 1 /* verify(): a reader found an older schema */
@@ -575,7 +604,7 @@ decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 }
 
 static int
-sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
+sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
@@ -585,10 +614,12 @@ sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
 		return 0;
 	if ((stmt = prep(sq,
 		 "SELECT algorithm, lim, period, burst, granularity, s1, s2,"
-		 " s3, slots, rest_at FROM key_state WHERE key = :key",
+		 " s3, slots, rest_at FROM key_state"
+		 " WHERE key = :key AND idx = :idx",
 		 "loading a key")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	sqlite3_bind_int(stmt, 2, idx);
 	rc = sqlite3_step(stmt);
 	if (rc == SQLITE_DONE)
 		ret = 0;
@@ -598,6 +629,7 @@ sq_load(void *p, const char *key, size_t keylen, struct keyrec *rec)
 		memcpy(rec->key, key, keylen);
 		rec->key[keylen] = '\0';
 		rec->keylen = keylen;
+		rec->idx = idx;
 		ret = 1;
 	}
 	sqlite3_finalize(stmt);
@@ -616,9 +648,9 @@ sq_save(void *p, const struct keyrec *rec)
 	if ((stmt = prep(sq,
 		 "INSERT OR REPLACE INTO key_state"
 		 " (key, algorithm, lim, period, burst, granularity,"
-		 " s1, s2, s3, slots, rest_at)"
+		 " s1, s2, s3, slots, rest_at, idx)"
 		 " VALUES (:key, :algorithm, :lim, :period, :burst,"
-		 " :granularity, :s1, :s2, :s3, :slots, :rest_at)",
+		 " :granularity, :s1, :s2, :s3, :slots, :rest_at, :idx)",
 		 "saving a key")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, rec->key, (int)rec->keylen, SQLITE_STATIC);
@@ -636,24 +668,225 @@ sq_save(void *p, const struct keyrec *rec)
 	} else
 		sqlite3_bind_null(stmt, 10);
 	sqlite3_bind_int64(stmt, 11, rec->rest_at);
+	sqlite3_bind_int(stmt, 12, rec->idx);
 	rc = done(sq, stmt, "saving a key");
 	free(blob);
 	return rc;
 }
 
+/* Run one statement that takes :key (and :n) and returns nothing. */
 static int
-sq_del(void *p, const char *key, size_t keylen)
+key_stmt(struct sq *sq, const char *sql, const char *key, size_t keylen,
+    int64_t n, const char *what)
 {
-	struct sq *sq = p;
 	sqlite3_stmt *stmt;
 
 	if (sq->empty)
 		return 0;
-	if ((stmt = prep(sq, "DELETE FROM key_state WHERE key = :key",
-		 "forgetting a key")) == NULL)
+	if ((stmt = prep(sq, sql, what)) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	return done(sq, stmt, "forgetting a key");
+	if (sqlite3_bind_parameter_count(stmt) > 1)
+		sqlite3_bind_int64(stmt, 2, n);
+	return done(sq, stmt, what);
+}
+
+static int
+sq_del(void *p, const char *key, size_t keylen)
+{
+	return key_stmt(p, "DELETE FROM key_state WHERE key = :key", key,
+		   keylen, 0, "forgetting a key") == -1 ||
+		key_stmt(p, "DELETE FROM lockout WHERE key = :key", key, keylen,
+		    0, "forgetting a key") == -1
+	    ? -1
+	    : 0;
+}
+
+/* Forget the key's limits from index n on (a compound limit shrank). */
+static int
+sq_trim(void *p, const char *key, size_t keylen, int n)
+{
+	return key_stmt(p,
+	    "DELETE FROM key_state WHERE key = :key AND idx >= :n", key, keylen,
+	    n, "forgetting a limit");
+}
+
+/* When the key's lockout ends (0: none). */
+static int
+sq_lockout_get(void *p, const char *key, size_t keylen, int64_t *until)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc;
+
+	*until = 0;
+	if (sq->empty)
+		return 0;
+	if ((stmt = prep(sq, "SELECT until FROM lockout WHERE key = :key",
+		 "reading a lockout")) == NULL)
+		return -1;
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	if ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+		*until = sqlite3_column_int64(stmt, 0);
+	else if (rc != SQLITE_DONE)
+		sql_err(sq, "reading a lockout");
+	sqlite3_finalize(stmt);
+	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
+}
+
+static int
+sq_lockout_put(void *p, const char *key, size_t keylen, int64_t until)
+{
+	return key_stmt(p,
+	    "INSERT OR REPLACE INTO lockout (key, until) VALUES (:key, :until)",
+	    key, keylen, until, "saving a lockout");
+}
+
+/* A policy's options: 1 found, 0 none, -1 error. */
+static int
+sq_policy_get(void *p, const char *name, char *buf, size_t len)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	const unsigned char *t;
+	int rc, ret = -1;
+
+	if (sq->empty)
+		return 0;
+	if ((stmt = prep(sq, "SELECT options FROM policy WHERE name = :name",
+		 "reading a policy")) == NULL)
+		return -1;
+	sqlite3_bind_blob(stmt, 1, name, (int)strlen(name), SQLITE_STATIC);
+	if ((rc = sqlite3_step(stmt)) == SQLITE_DONE)
+		ret = 0;
+	else if (rc != SQLITE_ROW)
+		sql_err(sq, "reading a policy");
+	else if ((t = sqlite3_column_text(stmt, 0)) == NULL ||
+	    (size_t)sqlite3_column_bytes(stmt, 0) >= len)
+		set_err(sq,
+		    "holds a policy throttle never writes; the file "
+		    "was edited by something else");
+	else {
+		memcpy(buf, t, (size_t)sqlite3_column_bytes(stmt, 0) + 1);
+		ret = 1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+static int
+sq_policy_put(void *p, const char *name, const char *options)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+
+	if ((stmt = prep(sq,
+		 "INSERT OR REPLACE INTO policy (name, options)"
+		 " VALUES (:name, :options)",
+		 "saving a policy")) == NULL)
+		return -1;
+	sqlite3_bind_blob(stmt, 1, name, (int)strlen(name), SQLITE_STATIC);
+	sqlite3_bind_text(stmt, 2, options, -1, SQLITE_STATIC);
+	return done(sq, stmt, "saving a policy");
+}
+
+/* Delete a policy: 1 if it was there, 0 if not, -1 on error. */
+static int
+sq_policy_del(void *p, const char *name)
+{
+	struct sq *sq = p;
+
+	if (key_stmt(sq, "DELETE FROM policy WHERE name = :name", name,
+		strlen(name), 0, "deleting a policy") == -1)
+		return -1;
+	return sq->empty ? 0 : sqlite3_changes(sq->db) > 0;
+}
+
+static int
+sq_policy_list(void *p, int (*fn)(const char *, const char *, void *),
+    void *arg)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	char name[KEY_MAX + 1];
+	int rc, ret = 0, n;
+
+	if (sq->empty)
+		return 0;
+	if ((stmt = prep(sq, "SELECT name, options FROM policy ORDER BY name",
+		 "listing policies")) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		n = sqlite3_column_bytes(stmt, 0);
+		if (n <= 0 || n > KEY_MAX ||
+		    sqlite3_column_text(stmt, 1) == NULL) {
+			set_err(sq,
+			    "holds a policy throttle never writes; the "
+			    "file was edited by something else");
+			ret = -1;
+			break;
+		}
+		memcpy(name, sqlite3_column_blob(stmt, 0), (size_t)n);
+		name[n] = '\0';
+		if ((ret = fn(name, (const char *)sqlite3_column_text(stmt, 1),
+			 arg)) != 0)
+			break;
+	}
+	if (ret == 0 && rc != SQLITE_DONE) {
+		sql_err(sq, "listing policies");
+		ret = -1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
+/*
+ * Forget rate state that is back at rest and lockouts that ended: all of
+ * it (limit 0), or the first limit rows at or after a random key, which a
+ * write can afford and which over many writes reaches every key.  The
+ * number of rows removed, or -1.
+ */
+static int64_t
+sq_tidy(void *p, int64_t now, int64_t limit)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int64_t n;
+	uint64_t r;
+
+	if (sq->empty)
+		return 0;
+	if (limit == 0) {
+		if ((stmt = prep(sq,
+			 "DELETE FROM key_state WHERE rest_at <= :now",
+			 "forgetting keys at rest")) == NULL)
+			return -1;
+		sqlite3_bind_int64(stmt, 1, now);
+		if (done(sq, stmt, "forgetting keys at rest") == -1)
+			return -1;
+		n = sqlite3_changes(sq->db);
+	} else {
+		if ((stmt = prep(sq,
+			 "DELETE FROM key_state WHERE (key, idx) IN"
+			 " (SELECT key, idx FROM key_state WHERE key >= :from"
+			 " ORDER BY key, idx LIMIT :limit) AND rest_at <= :now",
+			 "forgetting keys at rest")) == NULL)
+			return -1;
+		r = host_random();
+		sqlite3_bind_blob(stmt, 1, &r, sizeof(r), SQLITE_TRANSIENT);
+		sqlite3_bind_int64(stmt, 2, limit);
+		sqlite3_bind_int64(stmt, 3, now);
+		if (done(sq, stmt, "forgetting keys at rest") == -1)
+			return -1;
+		n = sqlite3_changes(sq->db);
+	}
+	if ((stmt = prep(sq, "DELETE FROM lockout WHERE until <= :now",
+		 "forgetting lockouts")) == NULL)
+		return -1;
+	sqlite3_bind_int64(stmt, 1, now);
+	if (done(sq, stmt, "forgetting lockouts") == -1)
+		return -1;
+	return n;
 }
 
 static int
@@ -667,18 +900,19 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 	if (sq->empty)
 		return 0;
 	if ((stmt = prep(sq,
-		 "SELECT key, algorithm, lim, period, burst, granularity, s1,"
-		 " s2, s3, slots, rest_at FROM key_state ORDER BY key",
+		 "SELECT key, idx, algorithm, lim, period, burst, granularity,"
+		 " s1, s2, s3, slots, rest_at FROM key_state ORDER BY key, idx",
 		 "listing keys")) == NULL)
 		return -1;
 	rec = xmalloc(sizeof(*rec));
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
 		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
 			sqlite3_column_bytes(stmt, 0), rec) == -1 ||
-		    decode(sq, stmt, 1, rec) == -1) {
+		    decode(sq, stmt, 2, rec) == -1) {
 			ret = -1;
 			break;
 		}
+		rec->idx = sqlite3_column_int(stmt, 1);
 		ret = fn(rec, arg);
 		free(rec->state.slots);
 		rec->state.slots = NULL;
@@ -932,6 +1166,14 @@ const struct store_ops store_sqlite_ops = {
 	.load = sq_load,
 	.save = sq_save,
 	.del = sq_del,
+	.trim = sq_trim,
+	.lockout_get = sq_lockout_get,
+	.lockout_put = sq_lockout_put,
+	.policy_get = sq_policy_get,
+	.policy_put = sq_policy_put,
+	.policy_del = sq_policy_del,
+	.policy_list = sq_policy_list,
+	.tidy = sq_tidy,
 	.list = sq_list,
 	.lease_list = sq_lease_list,
 	.lease_put = sq_lease_put,

@@ -45,11 +45,74 @@ store_begin(struct store *st, int write)
 	return st->ops->begin(st->impl, write);
 }
 
-/* Load a key: 1 if found, 0 if it has no state, -1 on error. */
+/* Load limit idx of a key: 1 if found, 0 if it has no state, -1 error. */
 int
-store_load(struct store *st, const char *key, size_t keylen, struct keyrec *rec)
+store_load(struct store *st, const char *key, size_t keylen, int idx,
+    struct keyrec *rec)
 {
-	return st->ops->load(st->impl, key, keylen, rec);
+	return st->ops->load(st->impl, key, keylen, idx, rec);
+}
+
+/* Forget a key's limits from index n on. */
+int
+store_trim(struct store *st, const char *key, size_t keylen, int n)
+{
+	return st->ops->trim(st->impl, key, keylen, n);
+}
+
+/* When the key's lockout ends, in *until (0: none). */
+int
+store_lockout_get(struct store *st, const char *key, size_t keylen,
+    int64_t *until)
+{
+	return st->ops->lockout_get(st->impl, key, keylen, until);
+}
+
+/* Lock the key out until then. */
+int
+store_lockout_put(struct store *st, const char *key, size_t keylen,
+    int64_t until)
+{
+	return st->ops->lockout_put(st->impl, key, keylen, until);
+}
+
+/* A policy's options into buf: 1 found, 0 none, -1 error. */
+int
+store_policy_get(struct store *st, const char *name, char *buf, size_t len)
+{
+	return st->ops->policy_get(st->impl, name, buf, len);
+}
+
+/* Save a policy's options, replacing any earlier ones. */
+int
+store_policy_put(struct store *st, const char *name, const char *options)
+{
+	return st->ops->policy_put(st->impl, name, options);
+}
+
+/* Delete a policy: 1 if there was one, 0 if not. */
+int
+store_policy_del(struct store *st, const char *name)
+{
+	return st->ops->policy_del(st->impl, name);
+}
+
+/* Call fn for every policy, by name. */
+int
+store_policy_list(struct store *st,
+    int (*fn)(const char *, const char *, void *), void *arg)
+{
+	return st->ops->policy_list(st->impl, fn, arg);
+}
+
+/*
+ * Forget rate state at rest and ended lockouts: everything (limit 0) or a
+ * few rows from a random place; the number of keys' limits forgotten.
+ */
+int64_t
+store_tidy(struct store *st, int64_t now, int64_t limit)
+{
+	return st->ops->tidy(st->impl, now, limit);
 }
 
 /* Save a key's record, replacing any earlier one. */

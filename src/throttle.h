@@ -29,6 +29,8 @@ enum exit_code {
 };
 
 #define KEY_MAX 1024 /* bytes */
+#define LIMITS_MAX 8 /* limits on one key (compound limits) */
+#define POLICY_MAX 4096 /* bytes of a policy's options */
 #define US_PER_SEC INT64_C(1000000)
 #define DURATION_MAX (INT64_C(1) << 62) /* about 146,000 years, in us */
 #define TIME_MAX INT64_C(253402300800000000) /* year 10000, in us */
@@ -135,10 +137,13 @@ struct shed_params {
 struct keyrec {
 	char key[KEY_MAX + 1];
 	size_t keylen;
+	int idx; /* which of the key's limits (compound limits) */
 	struct limit limit;
 	struct kstate state;
 	int64_t rest_at; /* when the key is back at rest (for gc) */
 };
+
+struct option_def;
 
 /* Options gathered from the command line and environment. */
 struct opts {
@@ -151,10 +156,22 @@ struct opts {
 	int64_t now;
 
 	/* command options */
-	int has_limit, has_burst, has_algorithm, has_granularity;
-	struct limit limit; /* --limit, --burst, --algorithm, --granularity */
-	const char *limit_text; /* --limit as typed, for messages */
+	int has_burst, has_algorithm, has_granularity;
+	struct limit limit; /* --burst, --algorithm, --granularity as given */
+	int nlimits; /* --limit, repeated or ;-joined */
+	struct limit limits[LIMITS_MAX];
+	const char *limit_texts[LIMITS_MAX]; /* as typed, for messages */
 	const char *granularity_text;
+	int has_lockout;
+	int64_t lockout;
+	int has_wait;
+	int64_t wait_max; /* -1: no bound */
+	const char *policy; /* the policy that supplied options, if any */
+
+	/* the options as given, for policy set */
+	const struct option_def *const *given;
+	const char *const *given_values;
+	int ngiven;
 
 	/* leases */
 	int has_concurrency, has_ttl, has_owner, has_reserve;
@@ -175,8 +192,9 @@ struct opts {
 	char **command; /* after "--", NULL-terminated */
 	int64_t cost;
 
-	/* operand */
+	/* operands */
 	const char *operand;
+	const char *operand2;
 	const char *key;
 	size_t keylen;
 };
@@ -193,6 +211,12 @@ struct opts {
 #define CMDOPT_LEASE 0x100
 #define CMDOPT_SHED 0x200 /* --utilization, --seed and the constants */
 #define CMDOPT_RUN 0x400 /* --conflict-exit-code */
+#define CMDOPT_LOCKOUT 0x800
+#define CMDOPT_WAIT 0x1000
+/* what a policy may hold */
+#define CMDOPT_POLICY                                                          \
+	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
+	    CMDOPT_CONCURRENCY | CMDOPT_TTL | CMDOPT_LOCKOUT)
 
 /* One command: cmd-<name>.c exports cmd_<name>_entry. */
 struct cmd_entry {
@@ -203,8 +227,11 @@ struct cmd_entry {
 	int min_args, max_args;
 	int operand_is_key;
 	int takes_command; /* run: KEY -- COMMAND [ARGS...] */
+	int uses_policy; /* a key without limit options uses its policy */
 	int (*exec)(struct opts *);
 };
+
+struct work;
 
 /* One key's numbers, ready for output. */
 struct result {
@@ -217,6 +244,8 @@ struct result {
 	int64_t remaining;
 	int64_t retry_after;
 	int64_t reset_after;
+	const struct work *works; /* each limit of a compound limit */
+	int nworks;
 };
 
 /* algo.c */
@@ -239,6 +268,8 @@ extern const struct algo algo_hybrid;
 
 /* clock.c */
 int clock_now(int64_t *, const char **);
+int64_t clock_monotonic(void);
+int clock_sleep(int64_t);
 
 struct store;
 
@@ -247,24 +278,40 @@ int cmd_acquire_scan(const struct opts *, struct store *, int, const char *,
     int64_t *, int64_t *, struct lease *);
 int cmd_acquire_take(const struct opts *, int64_t, int64_t, struct lease *,
     int64_t *, int64_t *, int *);
+int cmd_acquire_wait(struct opts *, int64_t, int64_t, struct lease *, int64_t *,
+    int64_t *, int *);
 void cmd_acquire_check(const struct opts *, const char *);
 void cmd_acquire_refused(const struct opts *, int64_t);
 
 /* cmd-consume.c */
-int cmd_consume_decide(struct opts *, int, struct decision *, int *);
+int cmd_consume_decide(struct opts *, int, int64_t, int64_t, struct work *,
+    struct decision *, int *);
+int cmd_consume_wait(struct opts *, int, struct decision *);
 
 /* cmd.c */
+/* One limit of the command's key, loaded and ready to decide on. */
+struct work {
+	struct keyrec rec; /* as stored */
+	struct limit lim; /* the limit to decide under */
+	struct kstate cur; /* the state under lim */
+	struct kstate next; /* room for what the algorithm writes */
+	struct decision d;
+	int found;
+};
 int cmd_main(int, char **);
+void cmd_settle(struct opts *, const char *);
+int option_flag(const struct option_def *);
+const char *option_name(const struct option_def *);
 struct store *cmd_open(const struct opts *, int *);
-int
-cmd_load(const struct opts *, struct store *, struct keyrec *, char *, size_t);
+int cmd_load(const struct opts *, struct store *, int, struct keyrec *, char *,
+    size_t);
+int cmd_prepare(const struct opts *, struct store *, int, struct work *, char *,
+    size_t);
+void cmd_unprepare(struct work *);
 int cmd_fail(const struct opts *, struct store *, const char *);
-int cmd_prepare(const struct opts *, struct store *, struct keyrec *,
-    struct limit *, struct kstate *, struct kstate *, char *, size_t);
-void cmd_unprepare(struct keyrec *, struct kstate *, struct kstate *);
-int cmd_save(const struct opts *, struct store *, const struct limit *,
+int cmd_save(const struct opts *, struct store *, int, const struct limit *,
     const struct kstate *, int64_t);
-void cmd_print(const struct opts *, const struct limit *, int64_t,
+void cmd_print(const struct opts *, const struct work *, int, int64_t,
     const struct decision *);
 
 /* host.c */
@@ -357,9 +404,18 @@ struct store;
 struct store_ops {
 	void *(*open)(const char *, int64_t, char *, size_t);
 	int (*begin)(void *, int);
-	int (*load)(void *, const char *, size_t, struct keyrec *);
+	int (*load)(void *, const char *, size_t, int, struct keyrec *);
 	int (*save)(void *, const struct keyrec *);
 	int (*del)(void *, const char *, size_t);
+	int (*trim)(void *, const char *, size_t, int);
+	int (*lockout_get)(void *, const char *, size_t, int64_t *);
+	int (*lockout_put)(void *, const char *, size_t, int64_t);
+	int (*policy_get)(void *, const char *, char *, size_t);
+	int (*policy_put)(void *, const char *, const char *);
+	int (*policy_del)(void *, const char *);
+	int (*policy_list)(void *, int (*)(const char *, const char *, void *),
+	    void *);
+	int64_t (*tidy)(void *, int64_t, int64_t);
 	int (*list)(void *, int (*)(const struct keyrec *, void *), void *);
 	int (*lease_list)(void *, const char *, size_t,
 	    int (*)(const char *, size_t, const struct lease *, void *),
@@ -374,7 +430,16 @@ struct store_ops {
 };
 struct store *store_open(const char *, int64_t, char *, size_t);
 int store_begin(struct store *, int);
-int store_load(struct store *, const char *, size_t, struct keyrec *);
+int store_load(struct store *, const char *, size_t, int, struct keyrec *);
+int store_trim(struct store *, const char *, size_t, int);
+int store_lockout_get(struct store *, const char *, size_t, int64_t *);
+int store_lockout_put(struct store *, const char *, size_t, int64_t);
+int store_policy_get(struct store *, const char *, char *, size_t);
+int store_policy_put(struct store *, const char *, const char *);
+int store_policy_del(struct store *, const char *);
+int store_policy_list(struct store *,
+    int (*)(const char *, const char *, void *), void *);
+int64_t store_tidy(struct store *, int64_t, int64_t);
 int store_save(struct store *, const struct keyrec *);
 int store_delete(struct store *, const char *, size_t);
 int store_list(struct store *, int (*)(const struct keyrec *, void *), void *);

@@ -123,8 +123,6 @@ load lib
 	run "$THROTTLE" consume k --limit
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--limit: needs a value"* ]]
-	run "$THROTTLE" consume k --limit 1/1s --limit 2/1s
-	[ "$status" -eq 2 ]
 	run "$THROTTLE" consume k --burst 3
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--burst goes with --limit"* ]]

@@ -35,7 +35,7 @@ let_go() {
 	[ "$(stat -c %a "$TMP/a")" = 700 ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
-	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 2 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 3 ]
 }
 
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
@@ -136,10 +136,10 @@ let_go() {
 	cp state.db v1.db
 	run at 2 check old --limit 1/1h --db v1.db
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 2 ]
+	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 3 ]
 	run at 2 consume old --limit 1/1h
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 2 ]
+	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 3 ]
 	run at 2 acquire old --concurrency 1
 	[ "$status" -eq 0 ]
 	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
@@ -158,7 +158,8 @@ let_go() {
 @test "a key whose stored state throttle never writes is refused, exit 3" {
 	at 1 consume k --limit 3/1s
 	at 1 consume other --limit 3/1s
-	sqlite3 state.db "UPDATE key_state SET s2 = 99 WHERE key = CAST('k' AS BLOB)"
+	# rest_at far ahead: a row at rest may be forgotten by any write
+	sqlite3 state.db "UPDATE key_state SET s2 = 99, rest_at = 9e15 WHERE key = CAST('k' AS BLOB)"
 	cp state.db state.db.orig
 	run at 2 consume k --limit 3/1s
 	[ "$status" -eq 3 ]
@@ -182,9 +183,10 @@ let_go() {
 @test "a corrupt file: exit 3, bytes unchanged" {
 	for n in $(seq 50); do at 1 consume "key$n" --limit 1/1s; done
 	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
-	# overwrite the b-tree page header of page 2
+	# overwrite the b-tree page header of the key table's root page
 	page=$(sqlite3 state.db 'PRAGMA page_size')
-	printf 'garbage!garbage!garbage!' | dd of=state.db bs=1 seek="$page" conv=notrunc 2>/dev/null
+	root=$(sqlite3 state.db "SELECT rootpage FROM sqlite_schema WHERE name = 'key_state'")
+	printf 'garbage!garbage!garbage!' | dd of=state.db bs=1 seek=$(((root - 1) * page)) conv=notrunc 2>/dev/null
 	cp state.db state.db.orig
 	run at 2 inspect
 	[ "$status" -eq 3 ]

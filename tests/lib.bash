@@ -30,9 +30,10 @@ jget() {
 	sed -n "s/.*\"$1\":\\(\"[^\"]*\"\\|[^,}]*\\).*/\\1/p"
 }
 
-# The value of one field of a JSON result: field NAME JSON
+# The value of one top-level field of a JSON result: field NAME JSON
+# (a compound limit's "limits" array, which comes last, is left out).
 field() {
-	printf '%s\n' "$2" | jget "$1"
+	printf '%s\n' "$2" | sed 's/,"limits":\[.*\]}$/}/' | jget "$1"
 }
 
 # unpriv DIR: make DIR a folder an unprivileged user owns, and set UNPRIV to

@@ -1,0 +1,259 @@
+#!/usr/bin/env bats
+# Named policies, compound limits, --wait, lockouts and gc.
+
+load lib
+
+@test "policy set/list/show/delete" {
+	run "$THROTTLE" policy set login --limit 5/15m --lockout 10m
+	[ "$status" -eq 0 ]
+	"$THROTTLE" policy set api --limit '10/1s;1000/1d' --algorithm gcra
+	run "$THROTTLE" policy list
+	[ "${lines[0]}" = "api --limit 10/1s;1000/1d --algorithm gcra" ]
+	[ "${lines[1]}" = "login --limit 5/15m --lockout 10m" ]
+	run "$THROTTLE" policy show login --format json
+	[ "$output" = '{"name":"login","options":"--limit 5/15m --lockout 10m"}' ]
+	run "$THROTTLE" policy delete login
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$THROTTLE" policy show login
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: policy show: no policy named 'login'" ]
+	run "$THROTTLE" policy delete login
+	[ "$status" -eq 1 ]
+}
+
+@test "policy set validates what it stores" {
+	run "$THROTTLE" policy set bad --limit 5/0s
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" policy set bad
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"give the options the policy holds"* ]]
+	run "$THROTTLE" policy set bad --burst 3
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" policy set bad --limit 1/1s --cost 2
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" policy frob x
+	[ "$status" -eq 2 ]
+	run "$THROTTLE" policy list
+	[ "$output" = "" ]
+}
+
+@test "a key uses the policy named like it or its longest prefix before ':'" {
+	"$THROTTLE" policy set login --limit 3/1m
+	"$THROTTLE" policy set login:admin --limit 1/1m
+	for n in 1 2 3; do at 5 consume login:alice; done
+	run at 5 consume login:alice
+	[ "$status" -eq 1 ]
+	at 5 consume login:admin:ssh
+	run at 5 consume login:admin:ssh
+	[ "$status" -eq 1 ]
+	run at 5 consume login --format json
+	[ "$(field limit "$output")" = 3 ]
+	# "loginx" is not under "login"
+	run at 5 consume loginx
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"no limit for this key"*"policy"* ]]
+}
+
+@test "command-line options override the policy's, one by one" {
+	"$THROTTLE" policy set login --limit 3/1m --lockout 10m
+	run at 5 consume login:bob --limit 10/1m --format json
+	[ "$(field limit "$output")" = 10 ]
+	run at 6 consume login:carol --burst 5 --format json
+	[ "$(field limit "$output")" = 3 ]
+	[ "$(field burst "$output")" = 5 ]
+	run at 7 check login:dave --cost 2 --format json
+	[ "$(field remaining "$output")" = 1 ]
+}
+
+@test "a policy can hold a concurrency limit for acquire and run" {
+	"$THROTTLE" policy set staging --concurrency 1
+	"$THROTTLE" acquire staging >/dev/null
+	run "$THROTTLE" acquire staging
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" run staging -- true
+	[ "$status" -eq 75 ]
+}
+
+@test "a policy edited by something else is refused, exit 3" {
+	"$THROTTLE" policy set x --limit 1/1s
+	sqlite3 state.db "UPDATE policy SET options = '--db /tmp/evil'"
+	run at 1 consume x
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the policy 'x' holds options throttle never writes"* ]]
+}
+
+@test "compound limits: 2/1s and 5/1m, the issue's example" {
+	L=(--limit 2/1s --limit 5/1m)
+	run at 0 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+	run at 0 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+	run --separate-stderr at 0 consume k "${L[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 0.5 ]
+	[ "$(field limit "$output")" = 2 ]
+	at 1 consume k "${L[@]}"
+	at 1 consume k "${L[@]}"
+	run at 2 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+	run --separate-stderr at 2.5 consume k "${L[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 9.5 ]
+	[ "$(field limit "$output")" = 5 ]
+	[[ "$output" == *'"limits":[{"limit":2,"period":1,"burst":2,"allowed":true,'*'{"limit":5,"period":60,"burst":5,"allowed":false,"remaining":0,"retry_after":9.5,'* ]]
+}
+
+@test "compound limits: ;-joined, inspect shows each, release gives back to all" {
+	at 0 consume k --limit '2/1s;5/1m' --cost 2
+	run at 0 inspect k
+	[ "${#lines[@]}" -eq 2 ]
+	[[ "${lines[0]}" == "k algorithm=gcra limit=2/1s "* ]]
+	[[ "${lines[1]}" == "k algorithm=gcra limit=5/1m burst=5 remaining=3 "* ]]
+	run at 0 release k --cost 2 --format json
+	[ "$(field remaining "$output")" = 2 ]
+	run at 0 consume k --limit '2/1s;5/1m' --cost 2
+	[ "$status" -eq 0 ]
+	# dropping a limit forgets its state
+	at 10 consume k --limit 100/1s --cost 1
+	run at 10 inspect k
+	[ "${#lines[@]}" -eq 1 ]
+	run at 0 consume k --limit 1/1s --limit 2/1s --burst 2
+	[ "$status" -eq 2 ]
+}
+
+@test "compound limits: 20 racing processes admit exactly what the tightest allows" {
+	pids=()
+	for p in $(seq 20); do
+		(for c in $(seq 10); do at 10 consume hot --limit 1000/1s --limit 30/1h -q && echo ok; done) >"$TMP/out.$p" &
+	done
+	wait
+	[ "$(cat "$TMP"/out.* | grep -c ok)" -eq 30 ]
+	run at 10 inspect hot --format json
+	[ "${#lines[@]}" -eq 2 ]
+	# the looser limit was charged exactly 30 too
+	[ "$(field remaining "${lines[0]}")" -eq 970 ]
+}
+
+@test "--wait: six callers 50ms apart on 2/1s all succeed, in order, ~2s" {
+	: >"$TMP/order"
+	start=$(date +%s%N)
+	for n in 1 2 3 4 5 6; do
+		("$THROTTLE" consume k --limit 2/1s --wait && echo "$n $(date +%s%N)" >>"$TMP/order") &
+		sleep 0.05
+	done
+	wait
+	[ "$(wc -l <"$TMP/order")" -eq 6 ]
+	[ "$(cut -d' ' -f1 "$TMP/order" | tr -d '\n')" = 123456 ]
+	last=$(tail -1 "$TMP/order" | cut -d' ' -f2)
+	ms=$(((last - start) / 1000000))
+	[ "$ms" -ge 1900 ] && [ "$ms" -le 3500 ]
+}
+
+@test "--wait=MAX refuses at once when the wait would be longer" {
+	at 0 consume k --limit 1/1m
+	start=$(date +%s%N)
+	run --separate-stderr at 0 consume k --limit 1/1m --wait=10s
+	end=$(date +%s%N)
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: k throttled: the wait would be 60s, more than --wait allows" ]
+	[ $(((end - start) / 1000000)) -lt 1000 ]
+	run at 0 inspect k --format json
+	[ "$(field retry_after "$output")" = 60 ]
+	# a wait within MAX is taken
+	run at 0 consume w --limit 4/1s --cost 4
+	run at 0 consume w --limit 4/1s --wait=1s
+	[ "$status" -eq 0 ]
+}
+
+@test "an interrupted waiter gives its place back" {
+	"$THROTTLE" consume k --limit 1/10s
+	env --default-signal "$THROTTLE" consume k --limit 1/10s --wait &
+	waiter=$!
+	sleep 0.5
+	kill -INT "$waiter"
+	status=0
+	wait "$waiter" || status=$?
+	[ "$status" -eq 130 ]
+	run "$THROTTLE" inspect k --format json
+	r=$(field retry_after "$output")
+	# one unit's wait (10s) remains, not two
+	[ "${r%%.*}" -lt 10 ]
+}
+
+@test "--wait polls the other algorithms and leases" {
+	run at 0 consume f --limit 1/500ms --algorithm fixed-window
+	start=$(date +%s%N)
+	run "$THROTTLE" consume f2 --limit 1/300ms --algorithm fixed-window
+	run "$THROTTLE" consume f2 --limit 1/300ms --algorithm fixed-window --wait=2s
+	[ "$status" -eq 0 ]
+	id=$("$THROTTLE" acquire l --concurrency 1 --ttl 400ms)
+	run "$THROTTLE" acquire l --concurrency 1 --wait=3s
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire l --concurrency 1 --wait=200ms
+	[ "$status" -eq 1 ]
+	end=$(date +%s%N)
+	[ $(((end - start) / 1000000)) -lt 4000 ]
+}
+
+@test "run --wait takes its turn" {
+	"$THROTTLE" run r --concurrency 1 -- sleep 0.5 &
+	sleep 0.2
+	run "$THROTTLE" run r --concurrency 1 --wait=5s -- echo mine
+	[ "$status" -eq 0 ]
+	[ "$output" = mine ]
+	wait
+}
+
+@test "lockout: 3/60s with --lockout 600s, the issue's example" {
+	L=(--limit 3/60s --lockout 600s)
+	for n in 1 2 3; do at 0 consume k "${L[@]}"; done
+	run --separate-stderr at 1 consume k "${L[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 600 ]
+	run --separate-stderr at 100 consume k "${L[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 501 ]
+	# the rate alone would allow it: nothing is charged while locked
+	[ "$(field remaining "$output")" = 3 ]
+	run at 600.999999 check k "${L[@]}"
+	[ "$status" -eq 1 ]
+	run at 601 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+}
+
+@test "lockout: check never starts one, and reset ends it" {
+	L=(--limit 1/60s --lockout 1h)
+	at 0 consume k "${L[@]}"
+	run at 1 check k "${L[@]}"
+	[ "$status" -eq 1 ]
+	run at 61 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+	run at 62 consume k "${L[@]}"
+	[ "$status" -eq 1 ]
+	run at 200 consume k "${L[@]}"
+	[ "$status" -eq 1 ]
+	"$THROTTLE" reset k
+	run at 200 consume k "${L[@]}"
+	[ "$status" -eq 0 ]
+}
+
+@test "gc: a key at rest is gone, a key still limiting stays and refuses" {
+	at 0 consume a --limit 1/1s
+	at 0 consume b --limit 1/1h
+	at 0 acquire l --concurrency 1 --ttl 10s >/dev/null
+	run at 100 gc
+	[ "$status" -eq 0 ]
+	[ "$output" = "removed 1 key at rest and 1 ended lease" ]
+	run at 100 inspect a
+	[ "$status" -eq 1 ]
+	run at 100 consume b --limit 1/1h
+	[ "$status" -eq 1 ]
+	run at 100 gc --format json
+	[ "$output" = '{"keys":0,"leases":0}' ]
+}
+
+@test "consume tidies keys at rest on its own, so the file stays bounded" {
+	for n in $(seq 200); do at "$n" consume "k$n" --limit 1/1s; done
+	left=$(sqlite3 state.db 'SELECT count(*) FROM key_state')
+	[ "$left" -lt 150 ]
+}
