@@ -24,7 +24,11 @@
  *	   and compare exactly.
  *	6. The schema is versioned by PRAGMA user_version, with one entry in
  *	   migrations[] per version; a file from a newer version is refused.
+ *	7. A new (absent or empty) file is created and given its schema while
+ *	   its folder is flock(2)ed, so concurrent first callers never race to
+ *	   switch it to WAL; later callers never take that lock.
  */
+#include <sys/file.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -339,6 +343,49 @@ check_header(struct sq *sq)
 	return 0;
 }
 
+static int sq_begin(void *, int);
+static int sq_commit(void *);
+
+/*
+ * Lock the folder of the state file while it is created, so two processes
+ * never both turn a new file into a WAL database (each would hold a shared
+ * lock while waiting for the other's exclusive one, until the timeout).
+ * The folder, not the file: closing another descriptor of the database
+ * would drop the POSIX locks SQLite holds on it.  The locked descriptor,
+ * -2 if the folder cannot be opened (then creation goes unlocked), or -1.
+ */
+static int
+lock_folder(struct sq *sq)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	int64_t deadline = clock_monotonic() + sq->lock_timeout;
+	int fd;
+
+	snprintf(dir, sizeof(dir), "%s", sq->path);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) == -1)
+		return -2;
+	while (flock(fd, LOCK_EX | LOCK_NB) == -1) {
+		if ((errno != EWOULDBLOCK && errno != EINTR) ||
+		    clock_monotonic() > deadline) {
+			close(fd);
+			set_err(sq,
+			    "is being created by another process for longer "
+			    "than the lock timeout; try again or raise "
+			    "--lock-timeout");
+			return -1;
+		}
+		clock_sleep(2000);
+	}
+	return fd;
+}
+
 static void
 sq_close(void *p)
 {
@@ -357,7 +404,7 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 {
 	struct sq *sq;
 	struct stat sb;
-	int flags, fresh = 0;
+	int flags, fresh, folder = -1;
 	int64_t ms;
 
 	sq = xcalloc(1, sizeof(*sq));
@@ -372,6 +419,8 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 		free(sq);
 		return NULL;
 	}
+again:
+	fresh = 0;
 	flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW |
 	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 	if (lstat(path, &sb) == -1) {
@@ -397,6 +446,13 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 		fresh = 1;
 	else if (check_header(sq) == -1)
 		goto fail;
+	if (fresh && folder == -1) {
+		/* take the folder's lock and look again: another process may
+		 * have created the file meanwhile */
+		if ((folder = lock_folder(sq)) == -1)
+			goto fail;
+		goto again;
+	}
 
 	if (sqlite3_open_v2(path, &sq->db, flags, NULL) != SQLITE_OK) {
 		if (sq->db == NULL)
@@ -411,10 +467,16 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 	 * commits on power loss, never corrupt (promise 2 above). */
 	if (exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1)
 		goto fail;
-	if (fresh && exec_sql(sq, "PRAGMA journal_mode=WAL") == -1)
+	if (fresh &&
+	    (exec_sql(sq, "PRAGMA journal_mode=WAL") == -1 ||
+		sq_begin(sq, 1) == -1 || sq_commit(sq) == -1))
 		goto fail;
+	if (folder >= 0)
+		close(folder);
 	return sq;
 fail:
+	if (folder >= 0)
+		close(folder);
 	sqlite3_close(sq->db);
 	free(sq);
 	return NULL;
@@ -481,8 +543,6 @@ verify(struct sq *sq, int write)
 	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
 	return exec_sql(sq, sql);
 }
-
-static int sq_commit(void *);
 
 static int
 sq_begin(void *p, int write)
