@@ -2,7 +2,7 @@
 
 _throttle_keys()
 {
-	throttle inspect 2>/dev/null | sed 's/ algorithm=.*//'
+	throttle inspect --names 2>/dev/null
 }
 
 _throttle()

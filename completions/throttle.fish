@@ -2,7 +2,7 @@
 
 set -l commands consume check release inspect reset acquire renew run shed policy gc help
 function __throttle_keys
-	throttle inspect 2>/dev/null | string replace -r ' algorithm=.*' ''
+	throttle inspect --names 2>/dev/null
 end
 
 complete -c throttle -f

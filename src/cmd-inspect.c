@@ -6,6 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "throttle.h"
 
@@ -79,6 +80,19 @@ show_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
+/* One key name per line; names a line cannot hold are left out. */
+static int
+show_name(const char *key, size_t keylen, void *arg)
+{
+	(void)arg;
+	if (memchr(key, '\n', keylen) == NULL &&
+	    memchr(key, '\r', keylen) == NULL) {
+		fwrite(key, 1, keylen, stdout);
+		putchar('\n');
+	}
+	return 0;
+}
+
 static int
 inspect_exec(struct opts *o)
 {
@@ -93,10 +107,22 @@ inspect_exec(struct opts *o)
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.o = o;
 	host_self(&ctx.me);
+	if (o->names && o->key != NULL)
+		die_usage(
+		    "inspect: --names lists every key; leave the key out");
+	if (o->names && access(o->db, F_OK) == -1)
+		return EXIT_ALLOWED; /* no state file: no names, none created */
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	if (store_begin(st, 0) == -1)
 		return cmd_fail(o, st, store_error(st));
+	if (o->names) {
+		if (store_names(st, show_name, NULL) == -1)
+			return cmd_fail(o, st, store_error(st));
+		store_rollback(st);
+		store_close(st);
+		return EXIT_ALLOWED;
+	}
 	if (o->key == NULL) {
 		if (store_list(st, show, &ctx) == -1 ||
 		    store_lease_list(st, NULL, 0, show_lease, &ctx) == -1)
@@ -136,7 +162,7 @@ const struct cmd_entry cmd_inspect_entry = {
 	.args = "[KEY]",
 	.summary = "show a key's limit and state and its live leases "
 		   "(without KEY: every key); exit 1 if it has none",
-	.options = 0,
+	.options = CMDOPT_NAMES,
 	.min_args = 0,
 	.max_args = 1,
 	.operand_is_key = 1,

@@ -62,7 +62,8 @@ enum {
 	OPT_RAMP,
 	OPT_CONFLICT_EXIT_CODE,
 	OPT_LOCKOUT,
-	OPT_WAIT
+	OPT_WAIT,
+	OPT_NAMES
 };
 
 static const struct option_def {
@@ -86,6 +87,8 @@ static const struct option_def {
 	    "units this request takes or gives back (default 1)" },
 	{ OPT_LOCKOUT, "lockout", 0, "DURATION", CMDOPT_LOCKOUT,
 	    "once refused, the key stays refused this long" },
+	{ OPT_NAMES, "names", 0, NULL, CMDOPT_NAMES,
+	    "inspect: only the keys' names, one per line (for completion)" },
 	{ OPT_WAIT, "wait", 0, "MAX", CMDOPT_WAIT,
 	    "wait until allowed (at most MAX, with --wait=MAX)" },
 	{ OPT_CONCURRENCY, "concurrency", 0, "N", CMDOPT_CONCURRENCY,
@@ -413,6 +416,9 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 				  "from 0 to 255",
 			    v);
 		o->conflict_exit_code = (int)n;
+		break;
+	case OPT_NAMES:
+		o->names = 1;
 		break;
 	case OPT_LOCKOUT:
 		if (parse_duration(v, &o->lockout, &err) == -1)

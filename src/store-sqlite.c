@@ -1185,6 +1185,33 @@ sq_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
 	return done(sq, stmt, "saving a shedder");
 }
 
+/* Every key that has rate state or leases, once each, in order. */
+static int
+sq_names(void *p, int (*fn)(const char *, size_t, void *), void *arg)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	int rc, ret = 0;
+
+	if (sq->empty)
+		return 0;
+	if ((stmt = prep(sq,
+		 "SELECT key FROM key_state UNION SELECT key FROM lease"
+		 " ORDER BY 1",
+		 "listing keys")) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+		if ((ret = fn(sqlite3_column_blob(stmt, 0),
+			 (size_t)sqlite3_column_bytes(stmt, 0), arg)) != 0)
+			break;
+	if (ret == 0 && rc != SQLITE_DONE) {
+		sql_err(sq, "listing keys");
+		ret = -1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
 static int
 sq_commit(void *p)
 {
@@ -1234,6 +1261,7 @@ const struct store_ops store_sqlite_ops = {
 	.policy_del = sq_policy_del,
 	.policy_list = sq_policy_list,
 	.tidy = sq_tidy,
+	.names = sq_names,
 	.list = sq_list,
 	.lease_list = sq_lease_list,
 	.lease_put = sq_lease_put,

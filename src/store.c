@@ -105,6 +105,14 @@ store_policy_list(struct store *st,
 	return st->ops->policy_list(st->impl, fn, arg);
 }
 
+/* Call fn for every key with rate state or leases, once each. */
+int
+store_names(struct store *st, int (*fn)(const char *, size_t, void *),
+    void *arg)
+{
+	return st->ops->names(st->impl, fn, arg);
+}
+
 /*
  * Forget rate state at rest and ended lockouts: everything (limit 0) or a
  * few rows from a random place; the number of keys' limits forgotten.

@@ -165,6 +165,7 @@ struct opts {
 	int has_lockout;
 	int64_t lockout;
 	int has_wait;
+	int names; /* inspect --names */
 	int64_t wait_max; /* -1: no bound */
 	const char *policy; /* the policy that supplied options, if any */
 
@@ -213,6 +214,7 @@ struct opts {
 #define CMDOPT_RUN 0x400 /* --conflict-exit-code */
 #define CMDOPT_LOCKOUT 0x800
 #define CMDOPT_WAIT 0x1000
+#define CMDOPT_NAMES 0x2000
 /* what a policy may hold */
 #define CMDOPT_POLICY                                                          \
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
@@ -416,6 +418,7 @@ struct store_ops {
 	int (*policy_list)(void *, int (*)(const char *, const char *, void *),
 	    void *);
 	int64_t (*tidy)(void *, int64_t, int64_t);
+	int (*names)(void *, int (*)(const char *, size_t, void *), void *);
 	int (*list)(void *, int (*)(const struct keyrec *, void *), void *);
 	int (*lease_list)(void *, const char *, size_t,
 	    int (*)(const char *, size_t, const struct lease *, void *),
@@ -440,6 +443,7 @@ int store_policy_del(struct store *, const char *);
 int store_policy_list(struct store *,
     int (*)(const char *, const char *, void *), void *);
 int64_t store_tidy(struct store *, int64_t, int64_t);
+int store_names(struct store *, int (*)(const char *, size_t, void *), void *);
 int store_save(struct store *, const struct keyrec *);
 int store_delete(struct store *, const char *, size_t);
 int store_list(struct store *, int (*)(const struct keyrec *, void *), void *);
