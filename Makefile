@@ -6,6 +6,7 @@ MANDIR ?=	$(PREFIX)/share/man
 BASHCOMPDIR ?=	$(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR ?=	$(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?=	$(PREFIX)/share/fish/vendor_completions.d
+LIBEXECDIR ?=	$(PREFIX)/libexec
 
 CC ?=		cc
 PKG_CONFIG ?=	pkg-config
@@ -91,9 +92,12 @@ asan:
 
 install: throttle
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	    $(DESTDIR)$(LIBEXECDIR) \
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
 	    $(DESTDIR)$(FISHCOMPDIR)
 	install -m 755 throttle $(DESTDIR)$(BINDIR)/throttle
+	install -m 755 examples/pam/throttle-login \
+	    $(DESTDIR)$(LIBEXECDIR)/throttle-login
 	install -m 644 man/throttle.1 $(DESTDIR)$(MANDIR)/man1/throttle.1
 	install -m 644 completions/throttle.bash \
 	    $(DESTDIR)$(BASHCOMPDIR)/throttle
@@ -103,6 +107,7 @@ install: throttle
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/throttle \
+	    $(DESTDIR)$(LIBEXECDIR)/throttle-login \
 	    $(DESTDIR)$(MANDIR)/man1/throttle.1 \
 	    $(DESTDIR)$(BASHCOMPDIR)/throttle \
 	    $(DESTDIR)$(ZSHCOMPDIR)/_throttle \

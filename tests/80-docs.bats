@@ -28,7 +28,8 @@ ROOT=$BATS_TEST_DIRNAME/..
 @test "make install honours DESTDIR and PREFIX; make uninstall removes it all" {
 	run make -C "$ROOT" install DESTDIR="$TMP/stage" PREFIX=/usr
 	[ "$status" -eq 0 ]
-	for f in usr/bin/throttle usr/share/man/man1/throttle.1 \
+	for f in usr/bin/throttle usr/libexec/throttle-login \
+	    usr/share/man/man1/throttle.1 \
 	    usr/share/bash-completion/completions/throttle \
 	    usr/share/zsh/site-functions/_throttle \
 	    usr/share/fish/vendor_completions.d/throttle.fish; do
@@ -40,4 +41,21 @@ ROOT=$BATS_TEST_DIRNAME/..
 	run make -C "$ROOT" uninstall DESTDIR="$TMP/stage" PREFIX=/usr
 	[ "$status" -eq 0 ]
 	[ -z "$(find "$TMP/stage" -type f)" ]
+}
+
+@test "throttle help COMMAND prints each command's usage" {
+	for c in $("$THROTTLE" --help | awk '/^  [a-z]+ / { print $1 }'); do
+		run "$THROTTLE" help "$c"
+		[ "$status" -eq 0 ]
+		[[ "${lines[0]}" == "usage: throttle $c"* ]] || { echo "$c: ${lines[0]}"; return 1; }
+	done
+}
+
+@test "the lint catches a drift between --help, the man page and completions" {
+	command -v mandoc >/dev/null || skip "needs mandoc (apt-get install mandoc)"
+	cp -r "$ROOT/man" "$ROOT/completions" "$ROOT/tests" "$TMP/"
+	sed -i '/-l lockout/d' "$TMP/completions/throttle.fish"
+	run env THROTTLE="$THROTTLE" sh "$TMP/tests/lint-names"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"completions/throttle.fish does not offer --lockout"* ]]
 }

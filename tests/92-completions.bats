@@ -1,0 +1,71 @@
+#!/usr/bin/env bats
+# The completions, loaded into the real shells: what a TAB offers.
+
+load lib
+
+ROOT=$BATS_TEST_DIRNAME/..
+
+setup() {
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
+	export THROTTLE_DB="$TMP/state.db"
+	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
+	# the completions run `throttle inspect --names` from PATH
+	mkdir "$TMP/bin"
+	ln -s "$THROTTLE" "$TMP/bin/throttle"
+	export PATH="$TMP/bin:$PATH"
+	throttle consume login:alice --limit 1/1s
+	throttle consume login:bob --limit 1/1s
+	throttle consume other --limit 1/1s
+}
+
+# bash_offers LINE: the words bash-completion's throttle completion offers
+bash_offers() {
+	bash -c '
+		source /usr/share/bash-completion/bash_completion
+		source "$0"
+		complete -p throttle | grep -q -- "-F _throttle" || exit 3
+		read -ra COMP_WORDS <<<"$1"
+		[[ $1 == *" " ]] && COMP_WORDS+=("")
+		COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+		COMP_LINE=$1
+		COMP_POINT=${#1}
+		_throttle
+		printf "%s\n" "${COMPREPLY[@]}" | sort' "$ROOT/completions/throttle.bash" "$1"
+}
+
+fish_offers() {
+	fish -c "source $ROOT/completions/throttle.fish; complete -C'$1'" | cut -f1 | sort
+}
+
+zsh_offers() {
+	timeout 30 "$ROOT/tests/zsh-complete" "$ROOT/completions" "$1"
+}
+
+check_all_four() {
+	local shell=$1
+	run "${shell}_offers" "throttle "
+	[[ "$output" == *consume* && "$output" == *acquire* && "$output" == *policy* ]] || { echo "$shell: commands: $output"; return 1; }
+	run "${shell}_offers" "throttle consume --al"
+	[ "$output" = "--algorithm" ] || { echo "$shell: --al: $output"; return 1; }
+	run "${shell}_offers" "throttle consume --algorithm "
+	[ "$(echo $output)" = "fixed-window gcra hybrid sliding-window token-bucket" ] || { echo "$shell: algorithms: $output"; return 1; }
+	run "${shell}_offers" "throttle consume lo"
+	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys: $output"; return 1; }
+}
+
+@test "bash (with bash-completion) completes commands, options, values and keys" {
+	[ -f /usr/share/bash-completion/bash_completion ] || skip "needs bash-completion (apt-get install bash-completion)"
+	check_all_four bash
+	run bash_offers "throttle acquire k --priority "
+	[ "$(echo $output)" = "critical high low normal" ]
+}
+
+@test "zsh completes commands, options, values and keys" {
+	command -v zsh >/dev/null || skip "needs zsh (apt-get install zsh)"
+	check_all_four zsh
+}
+
+@test "fish completes commands, options, values and keys" {
+	command -v fish >/dev/null || skip "needs fish (apt-get install fish)"
+	check_all_four fish
+}
