@@ -107,8 +107,11 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 	if ((st = cmd_open(o, rc)) == NULL)
 		return -1;
 	for (;;) {
+		until = 0; /* a lockout is read only where one applies */
 		if (store_begin(st, !dry) == -1 ||
-		    store_lockout_get(st, o->key, o->keylen, &until) == -1) {
+		    (o->has_lockout &&
+			store_lockout_get(st, o->key, o->keylen, &until) ==
+			    -1)) {
 			*rc = cmd_fail(o, st, store_error(st));
 			return -1;
 		}

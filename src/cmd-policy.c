@@ -42,6 +42,9 @@ build_spec(const struct opts *o, char *buf, size_t len)
 	for (i = 0; i < o->ngiven; i++) {
 		if (!(option_flag(o->given[i]) & CMDOPT_POLICY))
 			continue;
+		if (strcmp(option_name(o->given[i]), "owner") == 0)
+			die_usage("policy set: --owner names one process; it "
+				  "cannot be part of a policy");
 		if (o->given_values[i] == NULL ||
 		    strpbrk(o->given_values[i], " \t\n") != NULL)
 			die_usage("policy set: --%s: '%s' has a space; policy "

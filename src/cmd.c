@@ -506,7 +506,7 @@ merge_policy(struct opts *o, char *spec)
 	     name = strtok_r(NULL, " ", &save)) {
 		if (strncmp(name, "--", 2) != 0 ||
 		    (d = find_long(name + 2, strlen(name + 2))) == NULL ||
-		    !(d->flag & CMDOPT_POLICY) ||
+		    !(d->flag & CMDOPT_POLICY) || d->id == OPT_OWNER ||
 		    (value = strtok_r(NULL, " ", &save)) == NULL)
 			return -1;
 		if ((d->id == OPT_LIMIT && cli.nlimits > 0) ||

@@ -238,6 +238,22 @@ done(struct sq *sq, sqlite3_stmt *stmt, const char *what)
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
+/*
+ * After a loop over a statement's rows: ret if the loop stopped on its
+ * own or by its callback, -1 if stepping failed; the statement is
+ * finalized either way.
+ */
+static int
+rows_done(struct sq *sq, sqlite3_stmt *stmt, int rc, int ret, const char *what)
+{
+	if (ret == 0 && rc != SQLITE_DONE && rc != SQLITE_ROW) {
+		sql_err(sq, what);
+		ret = -1;
+	}
+	sqlite3_finalize(stmt);
+	return ret;
+}
+
 /* Create the folders above path that do not exist yet, mode 0700. */
 static int
 make_parents(struct sq *sq)
@@ -892,12 +908,7 @@ sq_policy_list(void *p, int (*fn)(const char *, const char *, void *),
 			 arg)) != 0)
 			break;
 	}
-	if (ret == 0 && rc != SQLITE_DONE) {
-		sql_err(sq, "listing policies");
-		ret = -1;
-	}
-	sqlite3_finalize(stmt);
-	return ret;
+	return rows_done(sq, stmt, rc, ret, "listing policies");
 }
 
 /*
@@ -1078,12 +1089,7 @@ sq_lease_list(void *p, const char *key, size_t keylen,
 		if ((ret = fn(k.key, k.keylen, &l, arg)) != 0)
 			break;
 	}
-	if (ret == 0 && rc != SQLITE_DONE) {
-		sql_err(sq, "listing leases");
-		ret = -1;
-	}
-	sqlite3_finalize(stmt);
-	return ret;
+	return rows_done(sq, stmt, rc, ret, "listing leases");
 }
 
 static int
@@ -1204,12 +1210,7 @@ sq_names(void *p, int (*fn)(const char *, size_t, void *), void *arg)
 		if ((ret = fn(sqlite3_column_blob(stmt, 0),
 			 (size_t)sqlite3_column_bytes(stmt, 0), arg)) != 0)
 			break;
-	if (ret == 0 && rc != SQLITE_DONE) {
-		sql_err(sq, "listing keys");
-		ret = -1;
-	}
-	sqlite3_finalize(stmt);
-	return ret;
+	return rows_done(sq, stmt, rc, ret, "listing keys");
 }
 
 static int

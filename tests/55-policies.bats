@@ -257,3 +257,9 @@ load lib
 	left=$(sqlite3 state.db 'SELECT count(*) FROM key_state')
 	[ "$left" -lt 150 ]
 }
+
+@test "a policy cannot name an owner process" {
+	run "$THROTTLE" policy set p --concurrency 1 --owner $$
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--owner names one process"* ]]
+}
