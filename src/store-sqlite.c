@@ -363,6 +363,49 @@ static int sq_begin(void *, int);
 static int sq_commit(void *);
 
 /*
+ * As root (a PAM guard), refuse a state file or folder that another user
+ * could write, the way ssh's StrictModes does: whoever can write it can
+ * unlock anyone.  A folder may be world-writable only if it is sticky
+ * (/tmp), where others cannot replace root's file.
+ */
+static int
+strict_modes(struct sq *sq, const struct stat *file)
+{
+	char dir[PATH_MAX], *slash;
+	struct stat sb;
+
+	if (geteuid() != 0)
+		return 0;
+	if (file != NULL && (file->st_uid != 0 || (file->st_mode & 022))) {
+		set_err(sq,
+		    "can be written by others (owner %ld, mode %04o); as root "
+		    "throttle refuses it, as ssh's StrictModes does: chown "
+		    "root and chmod go-w it",
+		    (long)file->st_uid, (unsigned)(file->st_mode & 07777));
+		return -1;
+	}
+	snprintf(dir, sizeof(dir), "%s", sq->path);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (stat(dir, &sb) == -1)
+		return 0; /* it is about to be created, 0700 */
+	if ((sb.st_uid != 0 && sb.st_uid != geteuid()) ||
+	    ((sb.st_mode & 022) && !(sb.st_mode & S_ISVTX))) {
+		set_err(sq,
+		    "is in a folder others can write (%s: owner %ld, mode "
+		    "%04o); as root throttle refuses it, as ssh's StrictModes "
+		    "does: chown root and chmod go-w the folder",
+		    dir, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Lock the folder of the state file while it is created, so two processes
  * never both turn a new file into a WAL database (each would hold a shared
  * lock while waiting for the other's exclusive one, until the timeout).
@@ -444,7 +487,7 @@ again:
 			set_err(sq, "cannot be checked: %s", strerror(errno));
 			goto fail;
 		}
-		if (make_parents(sq) == -1)
+		if (make_parents(sq) == -1 || strict_modes(sq, NULL) == -1)
 			goto fail;
 		flags |= SQLITE_OPEN_CREATE;
 		fresh = 1;
@@ -458,7 +501,9 @@ again:
 		    "is not a regular file; give the path of a "
 		    "throttle state file");
 		goto fail;
-	} else if (sb.st_size == 0)
+	} else if (strict_modes(sq, &sb) == -1)
+		goto fail;
+	else if (sb.st_size == 0)
 		fresh = 1;
 	else if (check_header(sq) == -1)
 		goto fail;

@@ -291,3 +291,31 @@ let_go() {
 	[ "$status" -eq 0 ]
 	let_go
 }
+
+@test "as root, a state file or folder others can write is refused (StrictModes)" {
+	[ "$(id -u)" -eq 0 ] || skip "the check applies to root only"
+	at 1 consume k --limit 1/1h
+	chmod 666 state.db
+	cp state.db state.db.orig
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state.db: can be written by others (owner 0, mode 0666)"*"chmod go-w"* ]]
+	cmp state.db state.db.orig
+	chmod 600 state.db
+	chown 65534 state.db
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"owner 65534"* ]]
+	chown 0 state.db
+	mkdir open && chmod 777 open
+	run at 2 consume k --limit 1/1h --db open/state.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"is in a folder others can write"* ]]
+	[ ! -e open/state.db ]
+	# a sticky folder such as /tmp is fine: others cannot replace the file
+	mkdir sticky && chmod 1777 sticky
+	run at 2 consume k --limit 1/1h --db sticky/state.db
+	[ "$status" -eq 0 ]
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 1 ]
+}
