@@ -70,6 +70,11 @@ lint: throttle
 	sh tests/lint-names
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
 	    tests/unit/*.h
+	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
+	    -I src src
+	clang-tidy --quiet --warnings-as-errors='*' src/*.c -- \
+	    -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
+	    $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 
 # The whole suite under ASan and UBSan.  Reports go to files, so one cannot
 # hide behind an exit status a test expected; any report fails the run.

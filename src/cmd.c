@@ -772,7 +772,7 @@ cmd_main(int argc, char **argv)
 			  "json or shell",
 		    env);
 
-	given = xcalloc((size_t)argc, sizeof(*given));
+	given = xcalloc((size_t)argc, sizeof(const struct option_def *));
 	vals = xcalloc((size_t)argc, sizeof(*vals));
 	ops = xcalloc((size_t)argc, sizeof(*ops));
 	for (i = 1; i < argc; i++) {

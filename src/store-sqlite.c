@@ -501,12 +501,11 @@ again:
 		    "is not a regular file; give the path of a "
 		    "throttle state file");
 		goto fail;
-	} else if (strict_modes(sq, &sb) == -1)
+	} else if (strict_modes(sq, &sb) == -1 ||
+	    (sb.st_size > 0 && check_header(sq) == -1))
 		goto fail;
-	else if (sb.st_size == 0)
-		fresh = 1;
-	else if (check_header(sq) == -1)
-		goto fail;
+	else
+		fresh = sb.st_size == 0;
 	if (fresh && folder == -1) {
 		/* take the folder's lock and look again: another process may
 		 * have created the file meanwhile */
