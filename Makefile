@@ -69,7 +69,7 @@ lint: throttle
 	mandoc -Tlint -W warning man/throttle.1
 	sh tests/lint-names
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
-	    tests/unit/*.h
+	    tests/unit/*.h fuzz/*.c
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
 	    -I src src
 	clang-tidy --quiet --warnings-as-errors='*' src/*.c -- \
@@ -95,6 +95,30 @@ asan:
 	rm -rf $(CURDIR)/sanitizer-logs
 	$(MAKE) clean
 
+# libFuzzer harnesses of the pure layer (clang), each run FUZZ_SECONDS on
+# a copy of its seed corpus; a crash or sanitizer report fails the run.
+FUZZ_CC ?=	clang
+FUZZ_SECONDS ?=	10
+FUZZ_SRCS =	src/algo.c src/algo-gcra.c src/algo-fixed.c src/algo-sliding.c \
+		src/algo-hybrid.c src/lease.c src/limit.c src/parse.c \
+		src/shed.c src/slots.c
+FUZZERS =	fuzz/fuzz-parse fuzz/fuzz-state
+
+$(FUZZERS): $(FUZZ_SRCS) src/throttle.h
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
+	    -fno-sanitize-recover=all -std=c11 -D_POSIX_C_SOURCE=200809L \
+	    -D_DEFAULT_SOURCE -Isrc -o $@ $@.c $(FUZZ_SRCS)
+
+fuzz: $(FUZZERS)
+	for f in $(FUZZERS); do \
+	    n=$${f#fuzz/fuzz-}; rm -rf fuzz/work/$$n; mkdir -p fuzz/work/$$n; \
+	    cp fuzz/corpus/$$n/* fuzz/work/$$n/; \
+	    ./$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=0 \
+	        fuzz/work/$$n >fuzz/work/$$n.log 2>&1 || \
+	        { tail -40 fuzz/work/$$n.log; exit 1; }; \
+	    tail -1 fuzz/work/$$n.log; \
+	done
+
 install: throttle
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	    $(DESTDIR)$(LIBEXECDIR) \
@@ -119,6 +143,7 @@ uninstall:
 	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
 
 clean:
-	rm -f throttle $(OBJS) $(UNIT)
+	rm -f throttle $(OBJS) $(UNIT) $(FUZZERS)
+	rm -rf fuzz/work
 
-.PHONY: all check lint asan install uninstall clean
+.PHONY: all check lint asan fuzz install uninstall clean
