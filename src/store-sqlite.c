@@ -363,6 +363,19 @@ static int sq_begin(void *, int);
 static int sq_commit(void *);
 
 /*
+ * Roll back whatever transaction is still open, keeping the message of the
+ * failure that led here: after an I/O error SQLite has often rolled back
+ * already, and a ROLLBACK of nothing would replace the real reason.
+ */
+static void
+abandon(struct sq *sq)
+{
+	if (sq->db != NULL && !sqlite3_get_autocommit(sq->db))
+		sqlite3_exec(sq->db, "ROLLBACK", NULL, NULL, NULL);
+	sq->in_txn = 0;
+}
+
+/*
  * As root (a PAM guard), refuse a state file or folder that another user
  * could write, the way ssh's StrictModes does: whoever can write it can
  * unlock anyone.  A folder may be world-writable only if it is sticky
@@ -452,8 +465,7 @@ sq_close(void *p)
 
 	if (sq == NULL)
 		return;
-	if (sq->in_txn)
-		exec_sql(sq, "ROLLBACK");
+	abandon(sq);
 	sqlite3_close(sq->db);
 	free(sq);
 }
@@ -514,6 +526,9 @@ again:
 		goto again;
 	}
 
+#ifdef THROTTLE_FAULT
+	faultvfs_register();
+#endif
 	if (sqlite3_open_v2(path, &sq->db, flags, NULL) != SQLITE_OK) {
 		if (sq->db == NULL)
 			set_err(sq, "cannot be opened: out of memory");
@@ -625,14 +640,12 @@ sq_begin(void *p, int write)
 	case NEEDS_UPGRADE:
 		/* A reader found an older file: upgrade it in a write
 		 * transaction of its own, then read as asked. */
-		exec_sql(sq, "ROLLBACK");
-		sq->in_txn = 0;
+		abandon(sq);
 		if (sq_begin(sq, 1) == -1 || sq_commit(sq) == -1)
 			return -1;
 		return sq_begin(sq, 0);
 	default:
-		exec_sql(sq, "ROLLBACK");
-		sq->in_txn = 0;
+		abandon(sq);
 		return -1;
 	}
 }
@@ -1263,8 +1276,7 @@ sq_commit(void *p)
 	struct sq *sq = p;
 
 	if (exec_sql(sq, "COMMIT") == -1) {
-		exec_sql(sq, "ROLLBACK");
-		sq->in_txn = 0;
+		abandon(sq);
 		return -1;
 	}
 	sq->in_txn = 0;
@@ -1287,9 +1299,7 @@ sq_rollback(void *p)
 {
 	struct sq *sq = p;
 
-	if (sq->in_txn)
-		exec_sql(sq, "ROLLBACK");
-	sq->in_txn = 0;
+	abandon(sq);
 }
 
 const struct store_ops store_sqlite_ops = {
