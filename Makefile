@@ -26,7 +26,7 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
-		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o \
+		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/faultvfs.o \
 		$(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 
@@ -119,6 +119,14 @@ fuzz: $(FUZZERS)
 	    tail -1 fuzz/work/$$n.log; \
 	done
 
+# Every command against a disk that fails at every call in turn (a test
+# VFS, src/faultvfs.c), built apart with ASan and UBSan.
+faultcheck: throttle
+	$(ASAN_CC) $(WARNINGS) $(CPPFLAGS_ALL) -O1 -g -DTHROTTLE_FAULT \
+	    -fsanitize=address,undefined -fno-omit-frame-pointer \
+	    -o throttle-fault src/*.c $(LIBS_ALL)
+	bash tests/faultcheck ./throttle-fault ./throttle
+
 install: throttle
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	    $(DESTDIR)$(LIBEXECDIR) \
@@ -143,7 +151,7 @@ uninstall:
 	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
 
 clean:
-	rm -f throttle $(OBJS) $(UNIT) $(FUZZERS)
+	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS)
 	rm -rf fuzz/work
 
-.PHONY: all check lint asan fuzz install uninstall clean
+.PHONY: all check lint asan fuzz faultcheck install uninstall clean

@@ -398,6 +398,9 @@ size_t slots_encoded_max(size_t);
 size_t slots_encode(const struct slot *, size_t, unsigned char *);
 int64_t slots_decode(const unsigned char *, size_t, struct slot *, size_t);
 
+/* faultvfs.c (tests only, -DTHROTTLE_FAULT) */
+void faultvfs_register(void);
+
 /* store.c */
 #define STORE_ERR_MAX 1536
 #define STORE_RETRY 1
