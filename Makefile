@@ -119,6 +119,10 @@ fuzz: $(FUZZERS)
 	    tail -1 fuzz/work/$$n.log; \
 	done
 
+# The soak (minutes, so not in check): 8 x 2000 mixed calls on one file.
+soak: throttle
+	THROTTLE=$(CURDIR)/throttle bats tests/slow
+
 # Every command against a disk that fails at every call in turn (a test
 # VFS, src/faultvfs.c), built apart with ASan and UBSan.
 faultcheck: throttle
@@ -154,4 +158,4 @@ clean:
 	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS)
 	rm -rf fuzz/work
 
-.PHONY: all check lint asan fuzz faultcheck install uninstall clean
+.PHONY: all check lint asan fuzz faultcheck soak install uninstall clean

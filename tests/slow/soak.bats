@@ -1,23 +1,19 @@
 #!/usr/bin/env bats
-# NOT RUN BY make check: an open finding, kept as its reproduction.
-# Run it with: bats tests/soak-repro.bash   (about 40s)
-# It fails: keys c4, c9, ... c39 (every fifth, all four algorithms) admit
-# 18-20 of 60 calls instead of 25, under this mixed load; the same key
-# under consume/check alone admits exactly 25.  Never more than the limit.
-# Not yet explained (see the closing note of the session that found it).
-#
 # Soak: 8 processes x 2000 mixed calls (consume with every algorithm,
 # check, acquire/release, shed) over 100 keys on one state file, at the
 # default --lock-timeout: no errors, no lock timeouts, and exact admission
 # counts for the keys whose count is known.
 
-load lib
+load ../lib
 
 @test "soak: 8 x 2000 mixed calls over 100 keys: no errors, exact counts" {
 	algos=(gcra fixed-window sliding-window hybrid)
 	at 1 consume warm --limit 1/1s
 	for p in $(seq 8); do
 		(
+			# bats runs tests with set -e; a throttled check or a shed
+			# call (exit 1) must not end this worker
+			set +e
 			for n in $(seq 2000); do
 				k=$(((p * 7919 + n * 104729) % 100))
 				case $((n % 5)) in
