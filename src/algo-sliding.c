@@ -28,7 +28,8 @@
 static int64_t
 width(const struct limit *l)
 {
-	return (l->period + l->granularity - 1) / l->granularity;
+	/* not (period + g - 1) / g: that overflows near DURATION_MAX */
+	return l->period / l->granularity + (l->period % l->granularity != 0);
 }
 
 /* How long after now the units of sub-window index stop counting. */

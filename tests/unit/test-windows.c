@@ -337,6 +337,27 @@ convert(void)
 	CHECK(b.algo->valid(&b, &next) == 0, "sliding: converted is valid");
 }
 
+/* regression (found by fuzz-state): the longest period and granularity */
+static void
+sliding_extremes(void)
+{
+	struct limit l = mk("sliding-window", 3, DURATION_MAX, DURATION_MAX);
+	struct kstate s;
+	struct decision d;
+	const char *err;
+
+	CHECK(limit_validate(&l, &err) == 0,
+	    "sliding: 3 per the longest "
+	    "period, one sub-window");
+	fresh(&s);
+	d = take(&l, &s, TIME_MAX - 1, 3);
+	CHECK(d.allowed && d.remaining == 0,
+	    "sliding: takes all at the end "
+	    "of time");
+	d = take(&l, &s, TIME_MAX - 1, 1);
+	CHECK(!d.allowed && d.retry_after > 0, "sliding: then waits");
+}
+
 static void
 codec(void)
 {
@@ -376,6 +397,7 @@ main(void)
 	hybrid_more();
 	twice_the_rate();
 	convert();
+	sliding_extremes();
 	codec();
 	return unit_done();
 }
