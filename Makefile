@@ -104,12 +104,19 @@ FUZZ_SECONDS ?=	10
 FUZZ_SRCS =	src/algo.c src/algo-gcra.c src/algo-fixed.c src/algo-sliding.c \
 		src/algo-hybrid.c src/lease.c src/limit.c src/parse.c \
 		src/shed.c src/slots.c
-FUZZERS =	fuzz/fuzz-parse fuzz/fuzz-state
+FUZZ_PURE =	fuzz/fuzz-parse fuzz/fuzz-state
+FUZZERS =	$(FUZZ_PURE) fuzz/fuzz-cli
+FUZZ_FLAGS =	-g -O1 -fsanitize=fuzzer,address,undefined \
+		-fno-sanitize-recover=all -std=c11 -D_POSIX_C_SOURCE=200809L \
+		-D_DEFAULT_SOURCE -Isrc
 
-$(FUZZERS): $(FUZZ_SRCS) src/throttle.h
-	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined \
-	    -fno-sanitize-recover=all -std=c11 -D_POSIX_C_SOURCE=200809L \
-	    -D_DEFAULT_SOURCE -Isrc -o $@ $@.c $(FUZZ_SRCS)
+$(FUZZ_PURE): $(FUZZ_SRCS) src/throttle.h
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $@.c $(FUZZ_SRCS)
+
+# the command line: all of throttle but main(), though it runs no command
+fuzz/fuzz-cli: fuzz/fuzz-cli.c $(OBJS:.o=.c) src/throttle.h
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz-cli.c \
+	    $(filter-out src/main.c,$(OBJS:.o=.c)) $(LIBS_ALL)
 
 fuzz: $(FUZZERS)
 	for f in $(FUZZERS); do \

@@ -262,7 +262,7 @@ const struct cmd_entry cmd_help_entry = {
 };
 
 /* --limit N/PERIOD, or several joined with ';' as in "10/1h;100/1d". */
-static void
+static int
 add_limits(struct opts *o, const char *v)
 {
 	char buf[128];
@@ -273,21 +273,22 @@ add_limits(struct opts *o, const char *v)
 		end = strchr(p, ';');
 		n = end ? (size_t)(end - p) : strlen(p);
 		if (n >= sizeof(buf))
-			die_usage("--limit: '%s' is too long", v);
+			return usage_error(o, "--limit: '%s' is too long", v);
 		memcpy(buf, p, n);
 		buf[n] = '\0';
 		if (o->nlimits == LIMITS_MAX)
-			die_usage("--limit: more than %d limits on one key",
+			return usage_error(o, "--limit: more than %d limits on one key",
 			    LIMITS_MAX);
 		if (parse_limit(buf, &o->limits[o->nlimits].count,
 			&o->limits[o->nlimits].period, &err) == -1)
-			die_usage("--limit: '%s' %s", buf, err);
+			return usage_error(o, "--limit: '%s' %s", buf, err);
 		o->limit_texts[o->nlimits++] = v;
 		p = end ? end + 1 : NULL;
 	} while (p != NULL);
+	return 0;
 }
 
-static void
+static int
 apply(struct opts *o, const struct option_def *d, const char *v)
 {
 	const char *err;
@@ -299,7 +300,7 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_FORMAT:
 		if (parse_format(v, &o->format) == -1)
-			die_usage("--format: '%s' is not a format; use text, "
+			return usage_error(o, "--format: '%s' is not a format; use text, "
 				  "json or shell",
 			    v);
 		break;
@@ -308,22 +309,21 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_LOCK_TIMEOUT:
 		if (parse_duration(v, &o->lock_timeout, &err) == -1)
-			die_usage("--lock-timeout: '%s' %s", v, err);
+			return usage_error(o, "--lock-timeout: '%s' %s", v, err);
 		break;
 	case OPT_ON_ERROR:
 		if (parse_on_error(v, &o->on_error) == -1)
-			die_usage("--on-error: '%s' is not a mode; use fail, "
+			return usage_error(o, "--on-error: '%s' is not a mode; use fail, "
 				  "allow or deny",
 			    v);
 		break;
 	case OPT_LIMIT:
-		add_limits(o, v);
-		break;
+		return add_limits(o, v);
 	case OPT_BURST:
 		if (parse_count(v, COUNT_MAX, &n, &err) == -1)
-			die_usage("--burst: '%s' %s", v, err);
+			return usage_error(o, "--burst: '%s' %s", v, err);
 		if (n == 0)
-			die_usage("--burst: '%s' allows nothing; give at "
+			return usage_error(o, "--burst: '%s' allows nothing; give at "
 				  "least 1",
 			    v);
 		o->limit.burst = n;
@@ -331,7 +331,7 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_ALGORITHM:
 		if ((o->limit.algo = algo_find(v)) == NULL)
-			die_usage("--algorithm: '%s' is not an algorithm; use "
+			return usage_error(o, "--algorithm: '%s' is not an algorithm; use "
 				  "gcra, token-bucket, fixed-window, "
 				  "sliding-window or hybrid",
 			    v);
@@ -339,13 +339,13 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_COST:
 		if (parse_count(v, COUNT_MAX, &o->cost, &err) == -1)
-			die_usage("--cost: '%s' %s", v, err);
+			return usage_error(o, "--cost: '%s' %s", v, err);
 		break;
 	case OPT_CONCURRENCY:
 		if (parse_count(v, COUNT_MAX, &o->concurrency, &err) == -1)
-			die_usage("--concurrency: '%s' %s", v, err);
+			return usage_error(o, "--concurrency: '%s' %s", v, err);
 		if (o->concurrency == 0)
-			die_usage("--concurrency: '%s' allows nothing; give at "
+			return usage_error(o, "--concurrency: '%s' allows nothing; give at "
 				  "least 1",
 			    v);
 		o->has_concurrency = 1;
@@ -353,30 +353,30 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 	case OPT_RESERVE:
 		if (parse_reserve(v, &o->reserve, &o->reserve_percent, &err) ==
 		    -1)
-			die_usage("--reserve: '%s' %s", v, err);
+			return usage_error(o, "--reserve: '%s' %s", v, err);
 		o->has_reserve = 1;
 		break;
 	case OPT_OWNER:
 		if (parse_count(v, INT32_MAX, &o->owner, &err) == -1 ||
 		    o->owner == 0)
-			die_usage("--owner: '%s' is not a process id", v);
+			return usage_error(o, "--owner: '%s' is not a process id", v);
 		o->has_owner = 1;
 		break;
 	case OPT_TTL:
 		if (parse_duration(v, &o->ttl, &err) == -1)
-			die_usage("--ttl: '%s' %s", v, err);
+			return usage_error(o, "--ttl: '%s' %s", v, err);
 		o->has_ttl = 1;
 		break;
 	case OPT_PRIORITY:
 		if (parse_priority(v, &o->priority) == -1)
-			die_usage("--priority: '%s' is not a priority; use "
+			return usage_error(o, "--priority: '%s' is not a priority; use "
 				  "critical, high, normal or low",
 			    v);
 		break;
 	case OPT_LEASE:
 		if (strlen(v) != LEASE_ID_LEN ||
 		    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
-			die_usage("--lease: '%s' is not a lease id (%d hex "
+			return usage_error(o, "--lease: '%s' is not a lease id (%d hex "
 				  "digits, as acquire prints them)",
 			    v, LEASE_ID_LEN);
 		o->lease = v;
@@ -385,34 +385,34 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		if (strcmp(v, "auto") == 0)
 			o->utilization_auto = 1;
 		else if (parse_fraction(v, &o->utilization, &err) == -1)
-			die_usage("--utilization: '%s' %s, or auto", v, err);
+			return usage_error(o, "--utilization: '%s' %s, or auto", v, err);
 		o->has_utilization = 1;
 		break;
 	case OPT_SEED:
 		if (parse_count(v, INT64_MAX, &n, &err) == -1)
-			die_usage("--seed: '%s' %s", v, err);
+			return usage_error(o, "--seed: '%s' %s", v, err);
 		o->seed = (uint64_t)n;
 		o->has_seed = 1;
 		break;
 	case OPT_GOOD_BELOW:
 		if (parse_fraction(v, &o->shed.good_ppm, &err) == -1)
-			die_usage("--good-below: '%s' %s", v, err);
+			return usage_error(o, "--good-below: '%s' %s", v, err);
 		break;
 	case OPT_BAD_ABOVE:
 		if (parse_fraction(v, &o->shed.bad_ppm, &err) == -1)
-			die_usage("--bad-above: '%s' %s", v, err);
+			return usage_error(o, "--bad-above: '%s' %s", v, err);
 		break;
 	case OPT_DELAY:
 		if (parse_duration(v, &o->shed.delay, &err) == -1)
-			die_usage("--delay: '%s' %s", v, err);
+			return usage_error(o, "--delay: '%s' %s", v, err);
 		break;
 	case OPT_RAMP:
 		if (parse_duration(v, &o->shed.ramp, &err) == -1)
-			die_usage("--ramp: '%s' %s", v, err);
+			return usage_error(o, "--ramp: '%s' %s", v, err);
 		break;
 	case OPT_CONFLICT_EXIT_CODE:
 		if (parse_count(v, 255, &n, &err) == -1)
-			die_usage("--conflict-exit-code: '%s' is not a code "
+			return usage_error(o, "--conflict-exit-code: '%s' is not a code "
 				  "from 0 to 255",
 			    v);
 		o->conflict_exit_code = (int)n;
@@ -422,22 +422,23 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_LOCKOUT:
 		if (parse_duration(v, &o->lockout, &err) == -1)
-			die_usage("--lockout: '%s' %s", v, err);
+			return usage_error(o, "--lockout: '%s' %s", v, err);
 		o->has_lockout = 1;
 		break;
 	case OPT_WAIT:
 		o->has_wait = 1;
 		o->wait_max = -1;
 		if (v != NULL && parse_duration(v, &o->wait_max, &err) == -1)
-			die_usage("--wait: '%s' %s", v, err);
+			return usage_error(o, "--wait: '%s' %s", v, err);
 		break;
 	case OPT_GRANULARITY:
 		if (parse_duration(v, &o->limit.granularity, &err) == -1)
-			die_usage("--granularity: '%s' %s", v, err);
+			return usage_error(o, "--granularity: '%s' %s", v, err);
 		o->has_granularity = 1;
 		o->granularity_text = v;
 		break;
 	}
+return 0;
 }
 
 /*
@@ -445,7 +446,7 @@ apply(struct opts *o, const struct option_def *d, const char *v)
  * policy have both been heard: every limit takes the algorithm, --burst
  * (one limit only) and --granularity given.
  */
-void
+int
 cmd_settle(struct opts *o, const char *cmd)
 {
 	struct limit *l;
@@ -454,12 +455,12 @@ cmd_settle(struct opts *o, const char *cmd)
 
 	if ((o->has_burst || o->has_algorithm || o->has_granularity) &&
 	    o->nlimits == 0)
-		die_usage("%s: %s goes with --limit; give the limit too", cmd,
+		return usage_error(o, "%s: %s goes with --limit; give the limit too", cmd,
 		    o->has_burst             ? "--burst"
 			: o->has_granularity ? "--granularity"
 					     : "--algorithm");
 	if (o->has_burst && o->nlimits > 1)
-		die_usage("--burst: applies to one --limit; with several, each "
+		return usage_error(o, "--burst: applies to one --limit; with several, each "
 			  "limit's burst is its own N");
 	if (o->limit.algo == NULL)
 		o->limit.algo = algo_table[0];
@@ -467,11 +468,11 @@ cmd_settle(struct opts *o, const char *cmd)
 		l = &o->limits[i];
 		l->algo = o->limit.algo;
 		if (o->has_burst && !l->algo->takes_burst)
-			die_usage("--burst: %s has no burst (only gcra does); "
+			return usage_error(o, "--burst: %s has no burst (only gcra does); "
 				  "leave --burst out",
 			    l->algo->name);
 		if (o->has_granularity && !l->algo->takes_granularity)
-			die_usage("--granularity: %s has no sub-windows (only "
+			return usage_error(o, "--granularity: %s has no sub-windows (only "
 				  "sliding-window does); leave --granularity "
 				  "out",
 			    l->algo->name);
@@ -482,13 +483,14 @@ cmd_settle(struct opts *o, const char *cmd)
 		    : algo_sliding_default_granularity(l->period);
 		if (limit_validate(l, &err) == -1) {
 			if (o->has_granularity)
-				die_usage("--granularity: '%s' with --limit "
+				return usage_error(o, "--granularity: '%s' with --limit "
 					  "'%s': %s",
 				    o->granularity_text, o->limit_texts[i],
 				    err);
-			die_usage("--limit: '%s' %s", o->limit_texts[i], err);
+			return usage_error(o, "--limit: '%s' %s", o->limit_texts[i], err);
 		}
 	}
+return 0;
 }
 
 /*
@@ -518,7 +520,8 @@ merge_policy(struct opts *o, char *spec)
 		    (d->id == OPT_RESERVE && cli.has_reserve) ||
 		    (d->id == OPT_TTL && cli.has_ttl))
 			continue;
-		apply(o, d, value);
+		if (apply(o, d, value) == -1)
+			return -1;
 	}
 	return 0;
 }
@@ -572,9 +575,14 @@ find_policy(struct opts *o)
 	}
 }
 
-/* Settle the options that depend on each other and on the environment. */
-static void
-finish(struct opts *o, const struct cmd_entry *c)
+/*
+ * Settle what depends on the environment and the state file: the default
+ * --db, the clock, the key's policy, then the limits.  0, or -1 with a
+ * usage error in o->err (a store error while looking up the policy exits
+ * through --on-error).
+ */
+int
+cmd_finish(struct opts *o, const struct cmd_entry *c)
 {
 	const char *err, *env;
 
@@ -583,27 +591,18 @@ finish(struct opts *o, const struct cmd_entry *c)
 		o->db = env;
 	if (o->db == NULL) {
 		if (store_default_path(o->dbbuf, sizeof(o->dbbuf), &err) == -1)
-			die_usage("--db: %s", err);
+			return usage_error(o, "--db: %s", err);
 		o->db = o->dbbuf;
 	}
-	if (c->operand_is_key && o->operand != NULL) {
-		o->key = o->operand;
-		o->keylen = strlen(o->key);
-		if (o->keylen == 0)
-			die_usage("%s: the key is empty; give a non-empty key",
-			    c->name);
-		if (o->keylen > KEY_MAX)
-			die_usage("%s: the key is %zu bytes, longer than the "
-				  "%d allowed",
-			    c->name, o->keylen, KEY_MAX);
-	}
 	if (clock_now(&o->now, &err) == -1)
-		die_usage("THROTTLE_NOW: '%s' %s", getenv("THROTTLE_NOW"), err);
+		return usage_error(o, "THROTTLE_NOW: '%s' %s",
+		    getenv("THROTTLE_NOW"), err);
 	if (c->uses_policy && o->key != NULL && o->nlimits == 0 &&
 	    !o->has_concurrency)
 		find_policy(o);
 	if (c->options & CMDOPT_LIMIT)
-		cmd_settle(o, c->name);
+		return cmd_settle(o, c->name);
+	return 0;
 }
 
 /* Open the state store; on failure, report it and set *rc. */
@@ -748,33 +747,54 @@ cmd_fail(const struct opts *o, struct store *st, const char *msg)
 	return rc;
 }
 
-/* Parse the command line and environment, run the command. */
-int
-cmd_main(int argc, char **argv)
+/* The options every command starts from. */
+void
+cmd_defaults(struct opts *o)
 {
-	struct opts o;
+	memset(o, 0, sizeof(*o));
+	o->lock_timeout = 5 * US_PER_SEC;
+	o->cost = 1;
+	o->priority = PRIO_NORMAL;
+	o->ttl = 3600 * US_PER_SEC;
+	o->conflict_exit_code = 75; /* EX_TEMPFAIL */
+	shed_default_params(&o->shed);
+}
+
+/* Free what cmd_parse() allocated; safe to call again. */
+void
+cmd_free(struct opts *o)
+{
+	free((void *)o->given);
+	free((void *)o->given_values);
+	free((void *)o->argv_ops);
+	o->given = NULL;
+	o->given_values = NULL;
+	o->argv_ops = NULL;
+}
+
+/*
+ * Parse a command line (argv[0] is the program) into o, which
+ * cmd_defaults() has set up, and *cp, the command.  Touches nothing
+ * outside o: no store, no environment, no exit.  PARSE_RUN, PARSE_HELP
+ * (show help for *cp, or all if NULL), PARSE_VERSION, PARSE_NO_COMMAND,
+ * or -1 with a message in o->err.  cmd_free() frees what it allocates.
+ */
+int
+cmd_parse(int argc, char **argv, struct opts *o, const struct cmd_entry **cp)
+{
 	const struct option_def *d, **given;
-	const char **vals, **ops, *v, *env, *eq;
+	const char **vals, **ops, *v, *eq;
 	const struct cmd_entry *c = NULL;
 	int i, nops = 0, ngiven = 0, dashdash = 0, help = 0, nbefore = -1;
-	int version = 0, rc;
+	int version = 0;
 
-	memset(&o, 0, sizeof(o));
-	o.lock_timeout = 5 * US_PER_SEC;
-	o.cost = 1;
-	o.priority = PRIO_NORMAL;
-	o.ttl = 3600 * US_PER_SEC;
-	o.conflict_exit_code = 75; /* EX_TEMPFAIL */
-	shed_default_params(&o.shed);
-	if ((env = getenv("THROTTLE_FORMAT")) != NULL && *env != '\0' &&
-	    parse_format(env, &o.format) == -1)
-		die_usage("THROTTLE_FORMAT: '%s' is not a format; use text, "
-			  "json or shell",
-		    env);
-
-	given = xcalloc((size_t)argc, sizeof(const struct option_def *));
-	vals = xcalloc((size_t)argc, sizeof(*vals));
-	ops = xcalloc((size_t)argc, sizeof(*ops));
+	*cp = NULL;
+	given = xcalloc((size_t)argc + 1, sizeof(const struct option_def *));
+	vals = xcalloc((size_t)argc + 1, sizeof(*vals));
+	ops = xcalloc((size_t)argc + 1, sizeof(*ops));
+	o->given = given;
+	o->given_values = vals;
+	o->argv_ops = ops;
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
 
@@ -793,27 +813,27 @@ cmd_main(int argc, char **argv)
 			d = find_long(a + 2,
 			    eq ? (size_t)(eq - a - 2) : strlen(a + 2));
 			if (d == NULL)
-				die_usage("%.*s: unknown option; see throttle "
-					  "--help",
+				return usage_error(o,
+				    "%.*s: unknown option; see throttle --help",
 				    eq ? (int)(eq - a) : (int)strlen(a), a);
 			if (eq != NULL) {
 				if (d->arg == NULL)
-					die_usage("--%s: takes no value",
-					    d->name);
+					return usage_error(o,
+					    "--%s: takes no value", d->name);
 				v = eq + 1;
 			}
 
 		} else {
 			if (a[2] != '\0' || (d = find_short(a[1])) == NULL)
-				die_usage("%s: unknown option; see throttle "
-					  "--help",
+				return usage_error(o,
+				    "%s: unknown option; see throttle --help",
 				    a);
 		}
 		/* --wait takes its optional bound only as --wait=MAX */
 		if (d->arg != NULL && v == NULL && d->id != OPT_WAIT) {
 			if (i + 1 >= argc)
-				die_usage("--%s: needs a value (%s)", d->name,
-				    d->arg);
+				return usage_error(o, "--%s: needs a value (%s)",
+				    d->name, d->arg);
 			v = argv[++i];
 		}
 		if (d->id == OPT_HELP)
@@ -823,63 +843,103 @@ cmd_main(int argc, char **argv)
 		given[ngiven] = d;
 		vals[ngiven++] = v;
 	}
+	o->ngiven = ngiven;
 
-	if (version) {
+	if (version)
+		return PARSE_VERSION;
+	if (nops > 0 && (c = find_cmd(ops[0])) == NULL)
+		return usage_error(o, "%s: unknown command; see throttle --help",
+		    ops[0]);
+	*cp = c;
+	if (help)
+		return PARSE_HELP;
+	if (c == NULL)
+		return PARSE_NO_COMMAND;
+	for (i = 0; i < ngiven; i++) {
+		if (given[i]->flag != 0 && !(given[i]->flag & c->options))
+			return usage_error(o,
+			    "%s: --%s does not apply to this command; see "
+			    "throttle help %s",
+			    c->name, given[i]->name, c->name);
+		if (apply(o, given[i], vals[i]) == -1)
+			return -1;
+	}
+	if (c->takes_command) {
+		if (nbefore < 0 || nbefore >= nops)
+			return usage_error(o,
+			    "%s: no command to run; write throttle %s KEY "
+			    "[options] -- COMMAND [ARGS...]",
+			    c->name, c->name);
+		o->command = (char **)(ops + nbefore);
+		nops = nbefore;
+	}
+	if (nops - 1 < c->min_args)
+		return usage_error(o, "%s: %s; usage: throttle %s %s", c->name,
+		    c->operand_is_key ? "the key is missing"
+				      : "an argument is missing",
+		    c->name, c->args);
+	if (nops - 1 > c->max_args)
+		return usage_error(o,
+		    "%s: '%s' is one argument too many (quote a key with "
+		    "spaces); usage: throttle %s %s",
+		    c->name, ops[1 + c->max_args], c->name, c->args);
+	o->operand = nops > 1 ? ops[1] : NULL;
+	o->operand2 = nops > 2 ? ops[2] : NULL;
+	if (c->operand_is_key && o->operand != NULL) {
+		o->key = o->operand;
+		o->keylen = strlen(o->key);
+		if (o->keylen == 0)
+			return usage_error(o,
+			    "%s: the key is empty; give a non-empty key",
+			    c->name);
+		if (o->keylen > KEY_MAX)
+			return usage_error(o,
+			    "%s: the key is %zu bytes, longer than the %d "
+			    "allowed",
+			    c->name, o->keylen, KEY_MAX);
+	}
+	return PARSE_RUN;
+}
+
+/* Parse the command line and environment, run the command. */
+int
+cmd_main(int argc, char **argv)
+{
+	struct opts o;
+	const struct cmd_entry *c;
+	const char *env;
+	int rc;
+
+	cmd_defaults(&o);
+	if ((env = getenv("THROTTLE_FORMAT")) != NULL && *env != '\0' &&
+	    parse_format(env, &o.format) == -1)
+		die_usage("THROTTLE_FORMAT: '%s' is not a format; use text, "
+			  "json or shell",
+		    env);
+	switch (cmd_parse(argc, argv, &o, &c)) {
+	case -1:
+		die_usage("%s", o.err);
+	case PARSE_VERSION:
 		printf("throttle %s (stores: sqlite %s)\n", THROTTLE_VERSION,
 		    store_sqlite_version());
 		rc = EXIT_ALLOWED;
-		goto done;
-	}
-	if (nops > 0 && (c = find_cmd(ops[0])) == NULL)
-		die_usage("%s: unknown command; see throttle --help", ops[0]);
-	if (help) {
+		break;
+	case PARSE_HELP:
 		if (c != NULL && c != &cmd_help_entry)
 			usage_cmd(stdout, c);
 		else
 			usage_all(stdout);
 		rc = EXIT_ALLOWED;
-		goto done;
-	}
-	if (c == NULL) {
+		break;
+	case PARSE_NO_COMMAND:
 		usage_all(stderr);
 		rc = EXIT_USAGE;
-		goto done;
+		break;
+	default:
+		if (c != &cmd_help_entry && cmd_finish(&o, c) == -1)
+			die_usage("%s", o.err);
+		rc = c->exec(&o);
 	}
-	for (i = 0; i < ngiven; i++) {
-		if (given[i]->flag != 0 && !(given[i]->flag & c->options))
-			die_usage("%s: --%s does not apply to this command; "
-				  "see throttle help %s",
-			    c->name, given[i]->name, c->name);
-		apply(&o, given[i], vals[i]);
-	}
-	if (c->takes_command) {
-		if (nbefore < 0 || nbefore >= nops)
-			die_usage("%s: no command to run; write throttle %s "
-				  "KEY [options] -- COMMAND [ARGS...]",
-			    c->name, c->name);
-		o.command = (char **)(ops + nbefore);
-		nops = nbefore;
-	}
-	if (nops - 1 < c->min_args)
-		die_usage("%s: %s; usage: throttle %s %s", c->name,
-		    c->operand_is_key ? "the key is missing"
-				      : "an argument is missing",
-		    c->name, c->args);
-	if (nops - 1 > c->max_args)
-		die_usage("%s: '%s' is one argument too many (quote a key "
-			  "with spaces); usage: throttle %s %s",
-		    c->name, ops[1 + c->max_args], c->name, c->args);
-	o.operand = nops > 1 ? ops[1] : NULL;
-	o.operand2 = nops > 2 ? ops[2] : NULL;
-	o.given = given;
-	o.given_values = vals;
-	o.ngiven = ngiven;
-	if (c != &cmd_help_entry)
-		finish(&o, c);
-	rc = c->exec(&o);
-done:
-	free(given);
-	free(vals);
-	free(ops);
+	cmd_free(&o);
 	return rc;
 }

@@ -54,6 +54,18 @@ die_usage(const char *fmt, ...)
 	exit(EXIT_USAGE);
 }
 
+/* Keep a usage error in o->err for the caller to report; -1. */
+int
+usage_error(struct opts *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(o->err, sizeof(o->err), fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
 /*
  * Report a state store error and return the exit code --on-error maps it
  * to: 3 (fail), 0 (allow) or 1 (deny).

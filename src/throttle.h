@@ -198,6 +198,9 @@ struct opts {
 	const char *operand2;
 	const char *key;
 	size_t keylen;
+
+	const char **argv_ops; /* cmd_parse()'s, for cmd_free() */
+	char err[1024]; /* the usage error, when a parse fails */
 };
 
 /* Which command options a command takes (cmd_entry.options). */
@@ -301,7 +304,13 @@ struct work {
 	int found;
 };
 int cmd_main(int, char **);
-void cmd_settle(struct opts *, const char *);
+/* what cmd_parse() found the command line asks for */
+enum { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_NO_COMMAND };
+void cmd_defaults(struct opts *);
+int cmd_parse(int, char **, struct opts *, const struct cmd_entry **);
+int cmd_finish(struct opts *, const struct cmd_entry *);
+void cmd_free(struct opts *);
+int cmd_settle(struct opts *, const char *);
 int option_flag(const struct option_def *);
 const char *option_name(const struct option_def *);
 struct store *cmd_open(const struct opts *, int *);
@@ -346,6 +355,8 @@ void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
 void
 die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 int state_error(const struct opts *, const char *);
+int usage_error(struct opts *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
 void log_key(const char *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
 
