@@ -15,7 +15,20 @@ WARNINGS =	-std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 \
 CFLAGS ?=	-O2 -g
 CPPFLAGS_ALL =	-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
 		$(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null) $(CPPFLAGS)
+# SQLite is linked statically by default: resolving a shared libsqlite3's
+# symbols costs more than the decision itself (see bench/).  make
+# SQLITE=shared links the shared library, as a distribution may prefer.
+SQLITE ?=	static
+SQLITE_LIBDIR =	$(shell $(PKG_CONFIG) --variable=libdir sqlite3 2>/dev/null)
+SQLITE_A =	$(firstword $(wildcard $(SQLITE_LIBDIR)/libsqlite3.a \
+		    /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/libsqlite3.a \
+		    /usr/lib/libsqlite3.a /usr/local/lib/libsqlite3.a))
+ifeq ($(SQLITE)$(if $(SQLITE_A),,none),static)
+SQLITE_LIBS =	$(SQLITE_A) $(shell $(PKG_CONFIG) --static --libs-only-l \
+		    sqlite3 2>/dev/null | sed 's/-lsqlite3//' || echo -lm)
+else
 SQLITE_LIBS =	$(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
+endif
 LIBS_ALL =	$(SQLITE_LIBS) $(LIBS)
 
 # The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
@@ -26,7 +39,7 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
-		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/faultvfs.o \
+		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o src/faultvfs.o \
 		$(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 
@@ -163,8 +176,22 @@ uninstall:
 	    $(DESTDIR)$(ZSHCOMPDIR)/_throttle \
 	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
 
+# Benchmarks, on demand only (bench/run says what they measure):
+# make bench, or make bench BENCH_ARGS=--write for bench/results.md.
+BENCH_BINS =	bench/floor bench/floor-shared bench/throttle-shared
+bench/floor: bench/floor.c
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ bench/floor.c \
+	    $(LIBS_ALL)
+bench/floor-shared: bench/floor.c
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ bench/floor.c \
+	    -lsqlite3
+bench/throttle-shared: $(OBJS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJS) -lsqlite3 $(LIBS)
+bench: throttle $(BENCH_BINS)
+	bash bench/run $(BENCH_ARGS)
+
 clean:
-	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS)
+	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work
 
-.PHONY: all check lint asan fuzz faultcheck soak install uninstall clean
+.PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean

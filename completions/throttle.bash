@@ -8,7 +8,7 @@ _throttle_keys()
 _throttle()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="consume check release inspect reset acquire renew run shed policy gc help"
+	local commands="consume check release inspect reset acquire renew run shed policy gc batch help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
 	local decide="--limit --burst --algorithm --granularity --cost --lockout --wait"
 	local lease="--concurrency --ttl --owner --priority --reserve --wait"
@@ -49,7 +49,7 @@ _throttle()
 	"") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
-	gc) ;;
+	gc | batch) ;;
 	*)
 		local IFS=$'\n'
 		COMPREPLY=($(compgen -W "$(_throttle_keys)" -- "$cur"))

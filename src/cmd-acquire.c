@@ -101,8 +101,8 @@ cmd_acquire_scan(const struct opts *o, struct store *st, int write,
  * exit code already reported (negated, minus one) on a store error.
  */
 int
-cmd_acquire_take(const struct opts *o, int64_t pid, int64_t ttl,
-    struct lease *l, int64_t *active, int64_t *soonest, int *rc)
+cmd_acquire_take(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
+    int64_t *active, int64_t *soonest, int *rc)
 {
 	struct store *st;
 	struct host me;
@@ -132,10 +132,16 @@ cmd_acquire_take(const struct opts *o, int64_t pid, int64_t ttl,
 			l->ttl = ttl;
 			l->expires = ttl > 0 ? o->now + ttl : 0;
 			l->pid = pid;
-			if (pid > 0 && host_pid_start(pid, &l->pid_start) == -1)
-				die_usage("--owner: no process %lld on this "
-					  "host",
+			if (pid > 0 &&
+			    host_pid_start(pid, &l->pid_start) == -1) {
+				/* it ended since acquire looked */
+				store_rollback(st);
+				store_close(st);
+				*rc = cmd_usage(o,
+				    "--owner: no process %lld on this host",
 				    (long long)pid);
+				return -1;
+			}
 			snprintf(l->host, sizeof(l->host), "%s", me.name);
 			snprintf(l->boot_id, sizeof(l->boot_id), "%s",
 			    me.boot_id);
@@ -190,19 +196,22 @@ cmd_acquire_wait(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
 	}
 }
 
-/* Check the lease options that go together; exit 2 if they do not. */
-void
-cmd_acquire_check(const struct opts *o, const char *cmd)
+/* Check the lease options that go together: 0, or 2 (reported). */
+int
+cmd_acquire_check(struct opts *o, const char *cmd)
 {
 	if (!o->has_concurrency)
-		die_usage("%s: --concurrency is missing; give the number of "
-			  "slots, as in --concurrency 2",
+		return cmd_usage(o,
+		    "%s: --concurrency is missing; give the number of "
+		    "slots, as in --concurrency 2",
 		    cmd);
 	if (o->has_reserve && !o->reserve_percent &&
 	    o->reserve > o->concurrency)
-		die_usage("--reserve: %lld is more than the %lld slots of "
-			  "--concurrency",
+		return cmd_usage(o,
+		    "--reserve: %lld is more than the %lld slots of "
+		    "--concurrency",
 		    (long long)o->reserve, (long long)o->concurrency);
+	return 0;
 }
 
 /* The refusal line: all slots held. */
@@ -232,15 +241,18 @@ acquire_exec(struct opts *o)
 	int64_t active, soonest;
 	int taken, rc = 0;
 
-	cmd_acquire_check(o, "acquire");
+	if ((rc = cmd_acquire_check(o, "acquire")) != 0)
+		return rc;
 	if (o->has_ttl && o->ttl == 0 && !o->has_owner)
-		die_usage("--ttl: 0 (no expiry) needs --owner, or a slot could "
-			  "be held forever");
+		return cmd_usage(o,
+		    "--ttl: 0 (no expiry) needs --owner, or a slot could "
+		    "be held forever");
 	if (o->has_owner) {
 		int64_t start;
 
 		if (host_pid_start(o->owner, &start) == -1)
-			die_usage("--owner: no process %lld on this host",
+			return cmd_usage(o,
+			    "--owner: no process %lld on this host",
 			    (long long)o->owner);
 	}
 	taken = cmd_acquire_wait(o, o->has_owner ? o->owner : 0, o->ttl, &l,

@@ -72,6 +72,32 @@ all_gcra(const struct opts *o)
 	return 1;
 }
 
+/* 0 if the request can be decided, else the usage error's exit code. */
+static int
+usable(struct opts *o, int dry)
+{
+	int i;
+
+	if (o->nlimits == 0)
+		return cmd_usage(o,
+		    "%s: no limit for this key; give one, as in --limit "
+		    "5/15m, or set a policy for it (throttle policy set "
+		    "NAME --limit ...)",
+		    dry ? "check" : "consume");
+	for (i = 0; i < o->nlimits; i++)
+		if (o->cost > o->limits[i].burst)
+			return cmd_usage(o,
+			    "--cost: %lld is more than the %s of %lld, "
+			    "so it could never be allowed; lower --cost "
+			    "or raise %s",
+			    (long long)o->cost,
+			    o->limits[i].algo->takes_burst ? "burst" : "limit",
+			    (long long)o->limits[i].burst,
+			    o->limits[i].algo->takes_burst ? "--burst"
+							   : "the limit");
+	return 0;
+}
+
 /*
  * Decide on the command's key at time at under its limits and, unless dry,
  * commit.  With reserve >= -1 (a bound on the wait, -1 none), a refused
@@ -89,21 +115,8 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 	int64_t until, wait;
 	int i, r;
 
-	if (o->nlimits == 0)
-		die_usage("%s: no limit for this key; give one, as in --limit "
-			  "5/15m, or set a policy for it (throttle policy set "
-			  "NAME --limit ...)",
-		    dry ? "check" : "consume");
-	for (i = 0; i < o->nlimits; i++)
-		if (o->cost > o->limits[i].burst)
-			die_usage("--cost: %lld is more than the %s of %lld, "
-				  "so it could never be allowed; lower --cost "
-				  "or raise %s",
-			    (long long)o->cost,
-			    o->limits[i].algo->takes_burst ? "burst" : "limit",
-			    (long long)o->limits[i].burst,
-			    o->limits[i].algo->takes_burst ? "--burst"
-							   : "the limit");
+	if ((*rc = usable(o, dry)) != 0)
+		return -1;
 	if ((st = cmd_open(o, rc)) == NULL)
 		return -1;
 	for (;;) {
@@ -150,7 +163,9 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 				if (cmd_save(o, st, i, &w[i].lim, &w[i].next,
 					at + w[i].d.reset_after) == -1)
 					goto fail;
-			if (store_trim(st, o->key, o->keylen, o->nlimits) == -1)
+			/* the key had more limits than it has now */
+			if (w[o->nlimits - 1].rec.more &&
+			    store_trim(st, o->key, o->keylen, o->nlimits) == -1)
 				goto fail;
 		} else if (o->has_lockout && until <= at && o->lockout > 0) {
 			if (store_lockout_put(st, o->key, o->keylen,
@@ -158,9 +173,11 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 				goto fail;
 			d->retry_after = d->reset_after = o->lockout;
 		}
-		/* a few rows at rest go with every write: the file stays
-		 * bounded without anyone running gc */
-		if (store_tidy(st, o->now, 4) == -1 ||
+		/* one write in TIDY_EVERY forgets TIDY_ROWS rows at rest:
+		 * the file stays bounded without anyone running gc, and a
+		 * decision rarely pays for it (a batch tidies per group) */
+		if ((!o->batch && host_random() % TIDY_EVERY == 0 &&
+			store_tidy(st, o->now, TIDY_ROWS) == -1) ||
 		    (r = store_commit(st)) == -1)
 			goto fail;
 		if (r != STORE_RETRY)

@@ -102,13 +102,14 @@ inspect_exec(struct opts *o)
 	int found = 0, idx, rc;
 
 	if (o->key == NULL && o->format == FORMAT_SHELL)
-		die_usage("inspect: --format shell shows one key; give a key, "
-			  "or use --format json for all of them");
+		return cmd_usage(o,
+		    "inspect: --format shell shows one key; give a key, "
+		    "or use --format json for all of them");
 	memset(&ctx, 0, sizeof(ctx));
 	ctx.o = o;
 	host_self(&ctx.me);
 	if (o->names && o->key != NULL)
-		die_usage(
+		return cmd_usage(o,
 		    "inspect: --names lists every key; leave the key out");
 	if (o->names && access(o->db, F_OK) == -1)
 		return EXIT_ALLOWED; /* no state file: no names, none created */

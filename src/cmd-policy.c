@@ -82,8 +82,9 @@ policy_exec(struct opts *o)
 	} else
 		die_usage("policy: '%s' is not set, list, show or delete", sub);
 	if (strcmp(sub, "set") == 0) {
-		if (o->has_concurrency)
-			cmd_acquire_check(o, "policy set");
+		if (o->has_concurrency &&
+		    cmd_acquire_check(o, "policy set") != 0)
+			return EXIT_USAGE;
 		build_spec(o, spec, sizeof(spec));
 	} else if (o->ngiven > 0 &&
 	    o->nlimits + o->has_concurrency + o->has_lockout + o->has_ttl +

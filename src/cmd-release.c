@@ -60,7 +60,8 @@ release_exec(struct opts *o)
 
 	if (o->lease != NULL) {
 		if (o->nlimits > 0)
-			die_usage("release: give --lease or a limit, not both");
+			return cmd_usage(o,
+			    "release: give --lease or a limit, not both");
 		return release_lease(o);
 	}
 	memset(w, 0, sizeof(w));

@@ -15,8 +15,9 @@ renew_exec(struct opts *o)
 	int found, rc;
 
 	if (o->lease == NULL)
-		die_usage("renew: --lease is missing; give the id acquire "
-			  "printed");
+		return cmd_usage(o,
+		    "renew: --lease is missing; give the id acquire "
+		    "printed");
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	do {
@@ -27,9 +28,13 @@ renew_exec(struct opts *o)
 		if (found) {
 			if (o->has_ttl)
 				l.ttl = o->ttl;
-			if (l.ttl == 0 && l.pid == 0)
-				die_usage("--ttl: 0 (no expiry) needs a lease "
-					  "with an owner");
+			if (l.ttl == 0 && l.pid == 0) {
+				store_rollback(st);
+				store_close(st);
+				return cmd_usage(o,
+				    "--ttl: 0 (no expiry) needs a lease with "
+				    "an owner");
+			}
 			l.expires = l.ttl > 0 ? o->now + l.ttl : 0;
 			if (store_lease_put(st, o->key, o->keylen, &l) == -1)
 				return cmd_fail(o, st, store_error(st));

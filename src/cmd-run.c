@@ -173,7 +173,8 @@ run_exec(struct opts *o)
 		fflush(NULL);
 		exec_command(o);
 	}
-	cmd_acquire_check(o, "run");
+	if (cmd_acquire_check(o, "run") != 0)
+		return EXIT_USAGE;
 	switch (cmd_acquire_wait(o, getpid(), o->has_ttl ? o->ttl : 0, &l,
 	    &active, &soonest, &rc)) {
 	case -1:

@@ -43,12 +43,13 @@ shed_exec(struct opts *o)
 	char t[32];
 
 	if (!o->has_utilization)
-		die_usage("shed: --utilization is missing; give a number from "
-			  "0 to 1, or auto");
+		return cmd_usage(o,
+		    "shed: --utilization is missing; give a number from "
+		    "0 to 1, or auto");
 	if (shed_params_ok(&o->shed, &err) == -1)
-		die_usage("shed: the thresholds are off: %s", err);
+		return cmd_usage(o, "shed: the thresholds are off: %s", err);
 	if (o->utilization_auto && host_utilization(&u, &source) == -1)
-		die_usage(
+		return cmd_usage(o,
 		    "--utilization: auto found neither "
 		    "/proc/pressure/cpu nor /proc/loadavg; give a number");
 	if ((st = cmd_open(o, &rc)) == NULL)

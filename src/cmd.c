@@ -17,7 +17,7 @@
 extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
     cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry,
     cmd_acquire_entry, cmd_renew_entry, cmd_shed_entry, cmd_run_entry,
-    cmd_gc_entry, cmd_policy_entry;
+    cmd_gc_entry, cmd_policy_entry, cmd_batch_entry;
 
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_consume_entry,
@@ -31,6 +31,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_shed_entry,
 	&cmd_policy_entry,
 	&cmd_gc_entry,
+	&cmd_batch_entry,
 	&cmd_help_entry,
 	NULL,
 };
@@ -277,7 +278,8 @@ add_limits(struct opts *o, const char *v)
 		memcpy(buf, p, n);
 		buf[n] = '\0';
 		if (o->nlimits == LIMITS_MAX)
-			return usage_error(o, "--limit: more than %d limits on one key",
+			return usage_error(o,
+			    "--limit: more than %d limits on one key",
 			    LIMITS_MAX);
 		if (parse_limit(buf, &o->limits[o->nlimits].count,
 			&o->limits[o->nlimits].period, &err) == -1)
@@ -300,8 +302,9 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_FORMAT:
 		if (parse_format(v, &o->format) == -1)
-			return usage_error(o, "--format: '%s' is not a format; use text, "
-				  "json or shell",
+			return usage_error(o,
+			    "--format: '%s' is not a format; use text, "
+			    "json or shell",
 			    v);
 		break;
 	case OPT_QUIET:
@@ -309,12 +312,14 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_LOCK_TIMEOUT:
 		if (parse_duration(v, &o->lock_timeout, &err) == -1)
-			return usage_error(o, "--lock-timeout: '%s' %s", v, err);
+			return usage_error(o, "--lock-timeout: '%s' %s", v,
+			    err);
 		break;
 	case OPT_ON_ERROR:
 		if (parse_on_error(v, &o->on_error) == -1)
-			return usage_error(o, "--on-error: '%s' is not a mode; use fail, "
-				  "allow or deny",
+			return usage_error(o,
+			    "--on-error: '%s' is not a mode; use fail, "
+			    "allow or deny",
 			    v);
 		break;
 	case OPT_LIMIT:
@@ -323,17 +328,19 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		if (parse_count(v, COUNT_MAX, &n, &err) == -1)
 			return usage_error(o, "--burst: '%s' %s", v, err);
 		if (n == 0)
-			return usage_error(o, "--burst: '%s' allows nothing; give at "
-				  "least 1",
+			return usage_error(o,
+			    "--burst: '%s' allows nothing; give at "
+			    "least 1",
 			    v);
 		o->limit.burst = n;
 		o->has_burst = 1;
 		break;
 	case OPT_ALGORITHM:
 		if ((o->limit.algo = algo_find(v)) == NULL)
-			return usage_error(o, "--algorithm: '%s' is not an algorithm; use "
-				  "gcra, token-bucket, fixed-window, "
-				  "sliding-window or hybrid",
+			return usage_error(o,
+			    "--algorithm: '%s' is not an algorithm; use "
+			    "gcra, token-bucket, fixed-window, "
+			    "sliding-window or hybrid",
 			    v);
 		o->has_algorithm = 1;
 		break;
@@ -345,8 +352,9 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		if (parse_count(v, COUNT_MAX, &o->concurrency, &err) == -1)
 			return usage_error(o, "--concurrency: '%s' %s", v, err);
 		if (o->concurrency == 0)
-			return usage_error(o, "--concurrency: '%s' allows nothing; give at "
-				  "least 1",
+			return usage_error(o,
+			    "--concurrency: '%s' allows nothing; give at "
+			    "least 1",
 			    v);
 		o->has_concurrency = 1;
 		break;
@@ -359,7 +367,8 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 	case OPT_OWNER:
 		if (parse_count(v, INT32_MAX, &o->owner, &err) == -1 ||
 		    o->owner == 0)
-			return usage_error(o, "--owner: '%s' is not a process id", v);
+			return usage_error(o,
+			    "--owner: '%s' is not a process id", v);
 		o->has_owner = 1;
 		break;
 	case OPT_TTL:
@@ -369,15 +378,17 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_PRIORITY:
 		if (parse_priority(v, &o->priority) == -1)
-			return usage_error(o, "--priority: '%s' is not a priority; use "
-				  "critical, high, normal or low",
+			return usage_error(o,
+			    "--priority: '%s' is not a priority; use "
+			    "critical, high, normal or low",
 			    v);
 		break;
 	case OPT_LEASE:
 		if (strlen(v) != LEASE_ID_LEN ||
 		    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
-			return usage_error(o, "--lease: '%s' is not a lease id (%d hex "
-				  "digits, as acquire prints them)",
+			return usage_error(o,
+			    "--lease: '%s' is not a lease id (%d hex "
+			    "digits, as acquire prints them)",
 			    v, LEASE_ID_LEN);
 		o->lease = v;
 		break;
@@ -385,7 +396,8 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		if (strcmp(v, "auto") == 0)
 			o->utilization_auto = 1;
 		else if (parse_fraction(v, &o->utilization, &err) == -1)
-			return usage_error(o, "--utilization: '%s' %s, or auto", v, err);
+			return usage_error(o, "--utilization: '%s' %s, or auto",
+			    v, err);
 		o->has_utilization = 1;
 		break;
 	case OPT_SEED:
@@ -412,8 +424,9 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_CONFLICT_EXIT_CODE:
 		if (parse_count(v, 255, &n, &err) == -1)
-			return usage_error(o, "--conflict-exit-code: '%s' is not a code "
-				  "from 0 to 255",
+			return usage_error(o,
+			    "--conflict-exit-code: '%s' is not a code "
+			    "from 0 to 255",
 			    v);
 		o->conflict_exit_code = (int)n;
 		break;
@@ -438,7 +451,7 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		o->granularity_text = v;
 		break;
 	}
-return 0;
+	return 0;
 }
 
 /*
@@ -455,26 +468,30 @@ cmd_settle(struct opts *o, const char *cmd)
 
 	if ((o->has_burst || o->has_algorithm || o->has_granularity) &&
 	    o->nlimits == 0)
-		return usage_error(o, "%s: %s goes with --limit; give the limit too", cmd,
+		return usage_error(o,
+		    "%s: %s goes with --limit; give the limit too", cmd,
 		    o->has_burst             ? "--burst"
 			: o->has_granularity ? "--granularity"
 					     : "--algorithm");
 	if (o->has_burst && o->nlimits > 1)
-		return usage_error(o, "--burst: applies to one --limit; with several, each "
-			  "limit's burst is its own N");
+		return usage_error(o,
+		    "--burst: applies to one --limit; with several, each "
+		    "limit's burst is its own N");
 	if (o->limit.algo == NULL)
 		o->limit.algo = algo_table[0];
 	for (i = 0; i < o->nlimits; i++) {
 		l = &o->limits[i];
 		l->algo = o->limit.algo;
 		if (o->has_burst && !l->algo->takes_burst)
-			return usage_error(o, "--burst: %s has no burst (only gcra does); "
-				  "leave --burst out",
+			return usage_error(o,
+			    "--burst: %s has no burst (only gcra does); "
+			    "leave --burst out",
 			    l->algo->name);
 		if (o->has_granularity && !l->algo->takes_granularity)
-			return usage_error(o, "--granularity: %s has no sub-windows (only "
-				  "sliding-window does); leave --granularity "
-				  "out",
+			return usage_error(o,
+			    "--granularity: %s has no sub-windows (only "
+			    "sliding-window does); leave --granularity "
+			    "out",
 			    l->algo->name);
 		l->burst = o->has_burst ? o->limit.burst : l->count;
 		l->granularity = !l->algo->takes_granularity ? 0
@@ -483,14 +500,16 @@ cmd_settle(struct opts *o, const char *cmd)
 		    : algo_sliding_default_granularity(l->period);
 		if (limit_validate(l, &err) == -1) {
 			if (o->has_granularity)
-				return usage_error(o, "--granularity: '%s' with --limit "
-					  "'%s': %s",
+				return usage_error(o,
+				    "--granularity: '%s' with --limit "
+				    "'%s': %s",
 				    o->granularity_text, o->limit_texts[i],
 				    err);
-			return usage_error(o, "--limit: '%s' %s", o->limit_texts[i], err);
+			return usage_error(o, "--limit: '%s' %s",
+			    o->limit_texts[i], err);
 		}
 	}
-return 0;
+	return 0;
 }
 
 /*
@@ -529,9 +548,10 @@ merge_policy(struct opts *o, char *spec)
 /*
  * A key without limit options on its command line uses the policy named
  * like the key, or like its longest prefix before a ':' ("login" governs
- * "login:alice").  Looked up in a read transaction of its own.
+ * "login:alice").  Looked up in a read transaction of its own.  0, or
+ * the exit code of a store error, already reported.
  */
-static void
+static int
 find_policy(struct opts *o)
 {
 	static char spec[POLICY_MAX], name[KEY_MAX + 1];
@@ -541,17 +561,17 @@ find_policy(struct opts *o)
 	int found = 0, rc;
 
 	if (access(o->db, F_OK) == -1 && errno == ENOENT)
-		return; /* no state file, no policies: do not create one */
+		return 0; /* no state file, no policies: do not create one */
 	if ((st = cmd_open(o, &rc)) == NULL)
-		exit(rc);
+		return rc;
 	if (store_begin(st, 0) == -1)
-		exit(cmd_fail(o, st, store_error(st)));
+		return cmd_fail(o, st, store_error(st));
 	for (;;) {
 		memcpy(name, o->key, n);
 		name[n] = '\0';
 		if ((found = store_policy_get(st, name, spec, sizeof(spec))) ==
 		    -1)
-			exit(cmd_fail(o, st, store_error(st)));
+			return cmd_fail(o, st, store_error(st));
 		if (found)
 			break;
 		while (n > 0 && o->key[n - 1] != ':')
@@ -563,7 +583,7 @@ find_policy(struct opts *o)
 	store_rollback(st);
 	store_close(st);
 	if (!found)
-		return;
+		return 0;
 	o->policy = name;
 	if (merge_policy(o, spec) == -1) {
 		snprintf(msg, sizeof(msg),
@@ -571,37 +591,41 @@ find_policy(struct opts *o)
 		    "writes; the file was edited by something else (set the "
 		    "policy afresh with throttle policy set)",
 		    o->db, name);
-		exit(state_error(o, msg));
+		return state_error(o, msg);
 	}
+	return 0;
 }
 
 /*
  * Settle what depends on the environment and the state file: the default
- * --db, the clock, the key's policy, then the limits.  0, or -1 with a
- * usage error in o->err (a store error while looking up the policy exits
- * through --on-error).
+ * --db, the clock, the key's policy, then the limits.  0, or the exit
+ * code of an error already reported (cmd_usage(), state_error()).
  */
 int
 cmd_finish(struct opts *o, const struct cmd_entry *c)
 {
 	const char *err, *env;
+	int rc;
 
 	if (o->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
 	    *env != '\0')
 		o->db = env;
 	if (o->db == NULL) {
 		if (store_default_path(o->dbbuf, sizeof(o->dbbuf), &err) == -1)
-			return usage_error(o, "--db: %s", err);
+			return cmd_usage(o, "--db: %s", err);
 		o->db = o->dbbuf;
 	}
 	if (clock_now(&o->now, &err) == -1)
-		return usage_error(o, "THROTTLE_NOW: '%s' %s",
+		return cmd_usage(o, "THROTTLE_NOW: '%s' %s",
 		    getenv("THROTTLE_NOW"), err);
 	if (c->uses_policy && o->key != NULL && o->nlimits == 0 &&
-	    !o->has_concurrency)
-		find_policy(o);
-	if (c->options & CMDOPT_LIMIT)
-		return cmd_settle(o, c->name);
+	    !o->has_concurrency && (rc = find_policy(o)) != 0)
+		return rc;
+	if ((c->options & CMDOPT_LIMIT) && cmd_settle(o, c->name) == -1) {
+		if (!o->batch)
+			log_msg("%s", o->err);
+		return EXIT_USAGE;
+	}
 	return 0;
 }
 
@@ -612,6 +636,8 @@ cmd_open(const struct opts *o, int *rc)
 	struct store *st;
 	char err[STORE_ERR_MAX];
 
+	if (o->store != NULL)
+		return o->store; /* a batch's, open for all its requests */
 	if ((st = store_open(o->db, o->lock_timeout, err, sizeof(err))) == NULL)
 		*rc = state_error(o, err);
 	return st;
@@ -832,8 +858,9 @@ cmd_parse(int argc, char **argv, struct opts *o, const struct cmd_entry **cp)
 		/* --wait takes its optional bound only as --wait=MAX */
 		if (d->arg != NULL && v == NULL && d->id != OPT_WAIT) {
 			if (i + 1 >= argc)
-				return usage_error(o, "--%s: needs a value (%s)",
-				    d->name, d->arg);
+				return usage_error(o,
+				    "--%s: needs a value (%s)", d->name,
+				    d->arg);
 			v = argv[++i];
 		}
 		if (d->id == OPT_HELP)
@@ -848,8 +875,8 @@ cmd_parse(int argc, char **argv, struct opts *o, const struct cmd_entry **cp)
 	if (version)
 		return PARSE_VERSION;
 	if (nops > 0 && (c = find_cmd(ops[0])) == NULL)
-		return usage_error(o, "%s: unknown command; see throttle --help",
-		    ops[0]);
+		return usage_error(o,
+		    "%s: unknown command; see throttle --help", ops[0]);
 	*cp = c;
 	if (help)
 		return PARSE_HELP;
@@ -936,9 +963,8 @@ cmd_main(int argc, char **argv)
 		rc = EXIT_USAGE;
 		break;
 	default:
-		if (c != &cmd_help_entry && cmd_finish(&o, c) == -1)
-			die_usage("%s", o.err);
-		rc = c->exec(&o);
+		if (c == &cmd_help_entry || (rc = cmd_finish(&o, c)) == 0)
+			rc = c->exec(&o);
 	}
 	cmd_free(&o);
 	return rc;

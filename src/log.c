@@ -9,12 +9,32 @@
 
 static void vlog(const char *, va_list) __attribute__((format(printf, 1, 0)));
 
+/* The last message, for a batch answer that must carry it. */
+static char last[8192];
+
 static void
 vlog(const char *fmt, va_list ap)
 {
-	fputs("throttle: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	va_list copy;
+
+	va_copy(copy, ap);
+	vsnprintf(last, sizeof(last), fmt, copy);
+	va_end(copy);
+	fprintf(stderr, "throttle: %s\n", last);
+}
+
+/* The last message logged ("" after log_forget()). */
+const char *
+log_last(void)
+{
+	return last;
+}
+
+/* Forget the last message. */
+void
+log_forget(void)
+{
+	last[0] = '\0';
 }
 
 /* Print one message on stderr. */
@@ -40,6 +60,23 @@ log_key(const char *key, size_t keylen, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+}
+
+/*
+ * Report a usage error found while running a command: on stderr, or in
+ * batch mode only in o->err, for the request's answer.  Returns 2.
+ */
+int
+cmd_usage(struct opts *o, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(o->err, sizeof(o->err), fmt, ap);
+	va_end(ap);
+	if (!o->batch)
+		log_msg("%s", o->err);
+	return EXIT_USAGE;
 }
 
 /* Report a usage error or invalid input and exit 2. */

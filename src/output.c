@@ -17,25 +17,72 @@
 
 #include "throttle.h"
 
-/* Seconds, rounded up to the millisecond, without trailing zeros. */
+/* Where results go: stdout, or a batch's buffer (output_to()). */
+static FILE *out_fp;
+#define OUT (out_fp != NULL ? out_fp : stdout)
+
+/* Send results to fp from now on; NULL for stdout again. */
+void
+output_to(FILE *fp)
+{
+	out_fp = fp;
+}
+
+/*
+ * v in decimal into buf, which has room for 21 bytes; its length.  (Not
+ * printf: a batch writes these by the million.)
+ */
+static size_t
+fmt_int(char *buf, int64_t v)
+{
+	char t[24];
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	size_t n = 0, i = 0;
+
+	do {
+		t[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		buf[i++] = '-';
+	while (n > 0)
+		buf[i++] = t[--n];
+	buf[i] = '\0';
+	return i;
+}
+
+/*
+ * Seconds, rounded up to the millisecond, without trailing zeros, into buf
+ * (len >= 32); its length.
+ */
 size_t
 output_seconds(char *buf, size_t len, int64_t us)
 {
 	int64_t ms = us <= 0 ? 0 : us / 1000 + (us % 1000 != 0);
-	int n;
+	int64_t frac = ms % 1000;
+	size_t n;
+	int digits = 3;
 
-	if (ms % 1000 == 0)
-		n = snprintf(buf, len, "%lld", (long long)(ms / 1000));
-	else if (ms % 100 == 0)
-		n = snprintf(buf, len, "%lld.%01lld", (long long)(ms / 1000),
-		    (long long)(ms % 1000 / 100));
-	else if (ms % 10 == 0)
-		n = snprintf(buf, len, "%lld.%02lld", (long long)(ms / 1000),
-		    (long long)(ms % 1000 / 10));
-	else
-		n = snprintf(buf, len, "%lld.%03lld", (long long)(ms / 1000),
-		    (long long)(ms % 1000));
-	return n < 0 ? 0 : (size_t)n;
+	if (len < 32) {
+		if (len > 0)
+			buf[0] = '\0';
+		return 0;
+	}
+	n = fmt_int(buf, ms / 1000);
+	if (frac == 0)
+		return n;
+	while (frac % 10 == 0) {
+		frac /= 10;
+		digits--;
+	}
+	buf[n++] = '.';
+	for (; digits > 0; digits--) {
+		int64_t p = digits == 3 ? 100 : digits == 2 ? 10 : 1;
+
+		buf[n++] = (char)('0' + frac / p % 10);
+	}
+	buf[n] = '\0';
+	return n;
 }
 
 /* Whole seconds, rounded up. */
@@ -143,6 +190,15 @@ json_string(FILE *fp, const char *s, size_t n)
 
 	fputc('"', fp);
 	for (i = 0; i < n; i += l) {
+		/* a run that needs no escaping, in one write */
+		for (l = 0; i + l < n && p[i + l] >= 0x20 && p[i + l] < 0x7f &&
+		     p[i + l] != '"' && p[i + l] != '\\';
+		     l++)
+			;
+		if (l > 0) {
+			fwrite(p + i, 1, l, fp);
+			continue;
+		}
 		l = utf8_len(p + i, n - i);
 		if (l == 0) {
 			fputs("\\ufffd", fp);
@@ -184,7 +240,23 @@ json_seconds(FILE *fp, const char *name, int64_t us)
 	char t[32];
 
 	output_seconds(t, sizeof(t), us);
-	fprintf(fp, ",\"%s\":%s", name, t);
+	fputs(",\"", fp);
+	fputs(name, fp);
+	fputs("\":", fp);
+	fputs(t, fp);
+}
+
+/* ,"name":v */
+static void
+json_int(FILE *fp, const char *name, int64_t v)
+{
+	char t[24];
+
+	fmt_int(t, v);
+	fputs(",\"", fp);
+	fputs(name, fp);
+	fputs("\":", fp);
+	fputs(t, fp);
 }
 
 static void
@@ -204,20 +276,22 @@ json_limits(const struct result *r)
 	const struct limit *l;
 	int i;
 
-	fputs(",\"limits\":[", stdout);
+	fputs(",\"limits\":[", OUT);
 	for (i = 0; i < r->nworks; i++) {
 		l = &r->works[i].lim;
-		printf("%s{\"limit\":%lld", i ? "," : "", (long long)l->count);
-		json_seconds(stdout, "period", l->period);
-		printf(",\"burst\":%lld,\"allowed\":%s,\"remaining\":%lld",
+		fprintf(OUT, "%s{\"limit\":%lld", i ? "," : "",
+		    (long long)l->count);
+		json_seconds(OUT, "period", l->period);
+		fprintf(OUT,
+		    ",\"burst\":%lld,\"allowed\":%s,\"remaining\":%lld",
 		    (long long)l->burst,
 		    r->works[i].d.allowed ? "true" : "false",
 		    (long long)r->works[i].d.remaining);
-		json_seconds(stdout, "retry_after", r->works[i].d.retry_after);
-		json_seconds(stdout, "reset_after", r->works[i].d.reset_after);
-		putchar('}');
+		json_seconds(OUT, "retry_after", r->works[i].d.retry_after);
+		json_seconds(OUT, "reset_after", r->works[i].d.reset_after);
+		fputc('}', OUT);
 	}
-	putchar(']');
+	fputc(']', OUT);
 }
 
 /* Write one result in the chosen format (text writes nothing). */
@@ -231,58 +305,64 @@ output_result(const struct opts *o, const struct result *r)
 	case FORMAT_TEXT:
 		if (!r->inspect)
 			return;
-		output_escape_text(stdout, r->key, r->keylen);
+		output_escape_text(OUT, r->key, r->keylen);
 		output_duration(t, sizeof(t), l->period);
-		printf(" algorithm=%s limit=%lld/%s burst=%lld", l->algo->name,
-		    (long long)l->count, t, (long long)l->burst);
+		fprintf(OUT, " algorithm=%s limit=%lld/%s burst=%lld",
+		    l->algo->name, (long long)l->count, t, (long long)l->burst);
 		if (l->algo->takes_granularity) {
 			output_duration(t, sizeof(t), l->granularity);
-			printf(" granularity=%s", t);
+			fprintf(OUT, " granularity=%s", t);
 		}
-		printf(" remaining=%lld", (long long)r->remaining);
+		fprintf(OUT, " remaining=%lld", (long long)r->remaining);
 		output_seconds(t, sizeof(t), r->retry_after);
-		printf(" retry_after=%ss", t);
+		fprintf(OUT, " retry_after=%ss", t);
 		output_seconds(t, sizeof(t), r->reset_after);
-		printf(" reset_after=%ss\n", t);
+		fprintf(OUT, " reset_after=%ss\n", t);
 		break;
 	case FORMAT_JSON:
-		fputs("{\"key\":", stdout);
-		json_string(stdout, r->key, r->keylen);
+		fputs("{\"key\":", OUT);
+		json_string(OUT, r->key, r->keylen);
 		if (!r->inspect)
-			printf(",\"allowed\":%s",
-			    r->allowed ? "true" : "false");
-		printf(",\"algorithm\":\"%s\",\"limit\":%lld", l->algo->name,
-		    (long long)l->count);
-		json_seconds(stdout, "period", l->period);
-		printf(",\"burst\":%lld", (long long)l->burst);
+			fputs(r->allowed ? ",\"allowed\":true"
+					 : ",\"allowed\":false",
+			    OUT);
+		fputs(",\"algorithm\":\"", OUT);
+		fputs(l->algo->name, OUT);
+		fputc('"', OUT);
+		json_int(OUT, "limit", l->count);
+		json_seconds(OUT, "period", l->period);
+		json_int(OUT, "burst", l->burst);
 		if (l->algo->takes_granularity)
-			json_seconds(stdout, "granularity", l->granularity);
+			json_seconds(OUT, "granularity", l->granularity);
 		if (!r->inspect)
-			printf(",\"cost\":%lld", (long long)r->cost);
-		printf(",\"remaining\":%lld", (long long)r->remaining);
-		json_seconds(stdout, "retry_after", r->retry_after);
-		json_seconds(stdout, "reset_after", r->reset_after);
+			json_int(OUT, "cost", r->cost);
+		json_int(OUT, "remaining", r->remaining);
+		json_seconds(OUT, "retry_after", r->retry_after);
+		json_seconds(OUT, "reset_after", r->reset_after);
 		if (r->works != NULL)
 			json_limits(r);
-		fputs("}\n", stdout);
+		fputs("}\n", OUT);
 		break;
 	case FORMAT_SHELL:
-		fputs("THROTTLE_KEY=", stdout);
-		shell_string(stdout, r->key, r->keylen);
-		fputc('\n', stdout);
+		fputs("THROTTLE_KEY=", OUT);
+		shell_string(OUT, r->key, r->keylen);
+		fputc('\n', OUT);
 		if (!r->inspect)
-			printf("THROTTLE_ALLOWED=%d\n", r->allowed ? 1 : 0);
-		printf("THROTTLE_ALGORITHM=%s\nTHROTTLE_LIMIT=%lld\n",
+			fprintf(OUT, "THROTTLE_ALLOWED=%d\n",
+			    r->allowed ? 1 : 0);
+		fprintf(OUT, "THROTTLE_ALGORITHM=%s\nTHROTTLE_LIMIT=%lld\n",
 		    l->algo->name, (long long)l->count);
-		shell_seconds(stdout, "PERIOD", l->period);
-		printf("THROTTLE_BURST=%lld\n", (long long)l->burst);
+		shell_seconds(OUT, "PERIOD", l->period);
+		fprintf(OUT, "THROTTLE_BURST=%lld\n", (long long)l->burst);
 		if (l->algo->takes_granularity)
-			shell_seconds(stdout, "GRANULARITY", l->granularity);
+			shell_seconds(OUT, "GRANULARITY", l->granularity);
 		if (!r->inspect)
-			printf("THROTTLE_COST=%lld\n", (long long)r->cost);
-		printf("THROTTLE_REMAINING=%lld\n", (long long)r->remaining);
-		shell_seconds(stdout, "RETRY_AFTER", r->retry_after);
-		shell_seconds(stdout, "RESET_AFTER", r->reset_after);
+			fprintf(OUT, "THROTTLE_COST=%lld\n",
+			    (long long)r->cost);
+		fprintf(OUT, "THROTTLE_REMAINING=%lld\n",
+		    (long long)r->remaining);
+		shell_seconds(OUT, "RETRY_AFTER", r->retry_after);
+		shell_seconds(OUT, "RESET_AFTER", r->reset_after);
 		break;
 	}
 }
@@ -310,19 +390,19 @@ output_mapped_error(const struct opts *o, int allowed, const char *msg)
 	case FORMAT_TEXT:
 		break;
 	case FORMAT_JSON:
-		fputs("{\"key\":", stdout);
-		json_string(stdout, o->key ? o->key : "", o->keylen);
-		printf(",\"allowed\":%s,\"error\":",
-		    allowed ? "true" : "false");
-		json_string(stdout, msg, strlen(msg));
-		fputs("}\n", stdout);
+		fputs("{\"key\":", OUT);
+		json_string(OUT, o->key ? o->key : "", o->keylen);
+		fprintf(OUT,
+		    ",\"allowed\":%s,\"error\":", allowed ? "true" : "false");
+		json_string(OUT, msg, strlen(msg));
+		fputs("}\n", OUT);
 		break;
 	case FORMAT_SHELL:
-		fputs("THROTTLE_KEY=", stdout);
-		shell_string(stdout, o->key ? o->key : "", o->keylen);
-		printf("\nTHROTTLE_ALLOWED=%d\nTHROTTLE_ERROR=", allowed);
-		shell_string(stdout, msg, strlen(msg));
-		fputc('\n', stdout);
+		fputs("THROTTLE_KEY=", OUT);
+		shell_string(OUT, o->key ? o->key : "", o->keylen);
+		fprintf(OUT, "\nTHROTTLE_ALLOWED=%d\nTHROTTLE_ERROR=", allowed);
+		shell_string(OUT, msg, strlen(msg));
+		fputc('\n', OUT);
 		break;
 	}
 }
@@ -350,10 +430,10 @@ output_micro(char *buf, size_t len, int64_t v)
 static void
 shell_name(const char *name, const char *suffix)
 {
-	fputs("THROTTLE_", stdout);
+	fputs("THROTTLE_", OUT);
 	for (; *name != '\0'; name++)
-		putchar(*name >= 'a' && *name <= 'z' ? *name - 32 : *name);
-	fputs(suffix, stdout);
+		fputc(*name >= 'a' && *name <= 'z' ? *name - 32 : *name, OUT);
+	fputs(suffix, OUT);
 }
 
 /* A duration field; negative means never. */
@@ -364,23 +444,23 @@ field_secs(const struct opts *o, const struct field *f)
 
 	if (f->v < 0) {
 		if (o->format == FORMAT_JSON)
-			fputs("null", stdout);
+			fputs("null", OUT);
 		else if (o->format == FORMAT_TEXT)
-			fputs("never", stdout);
+			fputs("never", OUT);
 		else {
-			putchar('\n');
+			fputc('\n', OUT);
 			shell_name(f->name, "_SECS=");
 		}
 		return;
 	}
 	output_seconds(t, sizeof(t), f->v);
-	fputs(t, stdout);
+	fputs(t, OUT);
 	if (o->format == FORMAT_TEXT)
-		putchar('s');
+		fputc('s', OUT);
 	else if (o->format == FORMAT_SHELL) {
-		putchar('\n');
+		fputc('\n', OUT);
 		shell_name(f->name, "_SECS=");
-		printf("%lld", secs_up(f->v));
+		fprintf(OUT, "%lld", secs_up(f->v));
 	}
 }
 
@@ -397,42 +477,67 @@ output_fields(const struct opts *o, const struct field *f, size_t n)
 
 	for (i = 0; i < n; i++) {
 		if (o->format == FORMAT_JSON)
-			printf("%s\"%s\":", i == 0 ? "{" : ",", f[i].name);
+			fprintf(OUT, "%s\"%s\":", i == 0 ? "{" : ",",
+			    f[i].name);
 		else if (o->format == FORMAT_SHELL)
 			shell_name(f[i].name, "=");
 		else if (i > 0)
-			printf(" %s=", f[i].name);
+			fprintf(OUT, " %s=", f[i].name);
 		switch (f[i].kind) {
 		case FIELD_STR:
 			if (o->format == FORMAT_JSON)
-				json_string(stdout, f[i].s, f[i].n);
+				json_string(OUT, f[i].s, f[i].n);
 			else if (o->format == FORMAT_SHELL)
-				shell_string(stdout, f[i].s, f[i].n);
+				shell_string(OUT, f[i].s, f[i].n);
 			else
-				output_escape_text(stdout, f[i].s, f[i].n);
+				output_escape_text(OUT, f[i].s, f[i].n);
 			break;
 		case FIELD_INT:
-			printf("%lld", (long long)f[i].v);
+			fprintf(OUT, "%lld", (long long)f[i].v);
 			break;
 		case FIELD_BOOL:
 			if (o->format == FORMAT_JSON)
-				fputs(f[i].v ? "true" : "false", stdout);
+				fputs(f[i].v ? "true" : "false", OUT);
 			else
-				putchar(f[i].v ? '1' : '0');
+				fputc(f[i].v ? '1' : '0', OUT);
 			break;
 		case FIELD_MICRO:
 			output_micro(t, sizeof(t), f[i].v);
-			fputs(t, stdout);
+			fputs(t, OUT);
 			break;
 		case FIELD_SECS:
 			field_secs(o, &f[i]);
 			break;
 		}
 		if (o->format == FORMAT_SHELL)
-			putchar('\n');
+			fputc('\n', OUT);
 	}
 	if (o->format == FORMAT_JSON)
-		fputs("}\n", stdout);
+		fputs("}\n", OUT);
 	else if (o->format == FORMAT_TEXT)
-		putchar('\n');
+		fputc('\n', OUT);
+}
+
+/*
+ * A batch answer that is not a command's own: {"key":...,"error":...,
+ * "exit":N}, the key left out if there is none and the error if msg is
+ * NULL.
+ */
+void
+output_batch_error(FILE *fp, const char *key, size_t keylen, const char *msg,
+    int rc)
+{
+	const char *sep = "{";
+
+	if (keylen > 0) {
+		fputs("{\"key\":", fp);
+		json_string(fp, key, keylen);
+		sep = ",";
+	}
+	if (msg != NULL) {
+		fprintf(fp, "%s\"error\":", sep);
+		json_string(fp, msg, strlen(msg));
+		sep = ",";
+	}
+	fprintf(fp, "%s\"exit\":%d}\n", sep, rc);
 }

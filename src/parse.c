@@ -400,3 +400,75 @@ parse_reserve(const char *s, int64_t *value, int *percent, const char **errstr)
 	}
 	return 0;
 }
+
+/*
+ * Split a line into words the way a POSIX shell would quote them, in
+ * place: blanks separate words; '...' keeps everything literally; "..."
+ * keeps everything but \" \\ \$ \` (a backslash before anything else stays);
+ * outside quotes a backslash keeps the next character; a # that starts a
+ * word starts a comment.  No expansion of any kind.  The number of words
+ * (at most max, pointers into line), or -1 with *err set.
+ */
+int
+parse_words(char *line, char **words, int max, const char **err)
+{
+	char *r = line, *w = line;
+	int n = 0, in_word = 0;
+
+	for (;;) {
+		char c = *r;
+
+		if (c == '\0' || c == ' ' || c == '\t' || c == '\n' ||
+		    c == '\r') {
+			if (in_word) {
+				*w++ = '\0';
+				in_word = 0;
+			}
+			if (c == '\0')
+				return n;
+			r++;
+			continue;
+		}
+		if (!in_word) {
+			if (c == '#')
+				return n;
+			if (n == max) {
+				*err = "has too many words";
+				return -1;
+			}
+			/* w never passes r, so the word's start is safe to
+			 * write from here on */
+			words[n++] = w;
+			in_word = 1;
+		}
+		r++;
+		if (c == '\'') {
+			while (*r != '\'' && *r != '\0')
+				*w++ = *r++;
+			if (*r == '\0') {
+				*err = "has a ' that is not closed";
+				return -1;
+			}
+			r++;
+		} else if (c == '"') {
+			while (*r != '"' && *r != '\0') {
+				if (*r == '\\' && r[1] != '\0' &&
+				    strchr("\"\\$`", r[1]) != NULL)
+					r++;
+				*w++ = *r++;
+			}
+			if (*r == '\0') {
+				*err = "has a \" that is not closed";
+				return -1;
+			}
+			r++;
+		} else if (c == '\\') {
+			if (*r == '\0') {
+				*err = "ends in a \\ that escapes nothing";
+				return -1;
+			}
+			*w++ = *r++;
+		} else
+			*w++ = c;
+	}
+}

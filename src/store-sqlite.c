@@ -113,6 +113,8 @@ static const char *const migrations[] = {
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 #define NEEDS_UPGRADE 1 /* verify(): a reader found an older schema */
 
+#define STMT_CACHE 32
+
 struct sq {
 	sqlite3 *db;
 	char path[PATH_MAX];
@@ -122,6 +124,17 @@ struct sq {
 	int in_txn;
 	int empty; /* no schema yet (read transaction) */
 	int created; /* schema created in this transaction */
+	int group; /* in a group transaction: begin/commit mark requests */
+	int kept; /* rows the current request of a group has changed */
+	/* statements kept prepared, by the address of their SQL text (a
+	 * literal): a batch prepares each once, not once per request */
+	struct cached {
+		const char *sql;
+		sqlite3_stmt *stmt;
+		int busy;
+	} cache[STMT_CACHE];
+	int ncache;
+	int broken; /* the group transaction was lost to an error */
 };
 
 static void
@@ -191,39 +204,87 @@ sql_err(struct sq *sq, const char *what)
 	}
 }
 
-/* Run one statement that returns no rows we need. */
+static sqlite3_stmt *prep(struct sq *, const char *, const char *);
+static void unprep(struct sq *, sqlite3_stmt *);
+
+/* Run sql, a string literal (it is kept prepared), to its end. */
 static int
 exec_sql(struct sq *sq, const char *sql)
 {
 	sqlite3_stmt *stmt;
 	int rc;
 
-	if (sqlite3_prepare_v2(sq->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
-		sql_err(sq, sql);
+	if ((stmt = prep(sq, sql, sql)) == NULL)
 		return -1;
-	}
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
 		;
 	if (rc != SQLITE_DONE) {
 		sql_err(sq, sql);
-		sqlite3_finalize(stmt);
+		unprep(sq, stmt);
 		return -1;
 	}
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return 0;
 }
 
-/* Prepare sql; NULL (with the error set) if it cannot be. */
+/*
+ * Prepare sql, a string literal; NULL (with the error set) if it cannot
+ * be.  The statement is kept for the next call with the same literal
+ * unless the cache is full or it is in use; unprep() gives it back.
+ */
 static sqlite3_stmt *
 prep(struct sq *sq, const char *sql, const char *what)
 {
 	sqlite3_stmt *stmt;
+	struct cached *c = NULL;
+	int i;
 
-	if (sqlite3_prepare_v2(sq->db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+	for (i = 0; i < sq->ncache; i++)
+		if (sq->cache[i].sql == sql) {
+			if (sq->cache[i].busy)
+				break; /* nested: prepare another */
+			sq->cache[i].busy = 1;
+			return sq->cache[i].stmt;
+		}
+	if (i == sq->ncache && sq->ncache < STMT_CACHE)
+		c = &sq->cache[sq->ncache];
+	if (sqlite3_prepare_v3(sq->db, sql, -1,
+		c != NULL ? SQLITE_PREPARE_PERSISTENT : 0, &stmt,
+		NULL) != SQLITE_OK) {
 		sql_err(sq, what);
 		return NULL;
 	}
+	if (c != NULL) {
+		c->sql = sql;
+		c->stmt = stmt;
+		c->busy = 1;
+		sq->ncache++;
+	}
 	return stmt;
+}
+
+/* Done with a statement from prep(): reset it for next time, or free it. */
+static void
+unprep(struct sq *sq, sqlite3_stmt *stmt)
+{
+	int i;
+
+	for (i = 0; i < sq->ncache; i++)
+		if (sq->cache[i].stmt == stmt) {
+			/* every caller binds all of its parameters */
+			sqlite3_reset(stmt);
+			sq->cache[i].busy = 0;
+			return;
+		}
+	sqlite3_finalize(stmt);
+}
+
+/* Free every kept statement, before the connection is closed. */
+static void
+unprep_all(struct sq *sq)
+{
+	while (sq->ncache > 0)
+		sqlite3_finalize(sq->cache[--sq->ncache].stmt);
 }
 
 /* Step a statement that returns no rows, then finalize it: 0 or -1. */
@@ -234,7 +295,9 @@ done(struct sq *sq, sqlite3_stmt *stmt, const char *what)
 
 	if (rc != SQLITE_DONE)
 		sql_err(sq, what);
-	sqlite3_finalize(stmt);
+	else if (sqlite3_changes(sq->db) > 0)
+		sq->kept++;
+	unprep(sq, stmt);
 	return rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -250,7 +313,7 @@ rows_done(struct sq *sq, sqlite3_stmt *stmt, int rc, int ret, const char *what)
 		sql_err(sq, what);
 		ret = -1;
 	}
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return ret;
 }
 
@@ -370,6 +433,15 @@ static int sq_commit(void *);
 static void
 abandon(struct sq *sq)
 {
+	if (sq->group && sq->in_txn) {
+		/* one request of a group: if it changed nothing (a statement
+		 * that fails undoes itself), it fails alone; otherwise, or if
+		 * the error took the transaction with it, the group is lost */
+		if (sqlite3_get_autocommit(sq->db) || sq->kept > 0)
+			sq->broken = 1;
+		sq->in_txn = 0;
+		return;
+	}
 	if (sq->db != NULL && !sqlite3_get_autocommit(sq->db))
 		sqlite3_exec(sq->db, "ROLLBACK", NULL, NULL, NULL);
 	sq->in_txn = 0;
@@ -466,6 +538,7 @@ sq_close(void *p)
 	if (sq == NULL)
 		return;
 	abandon(sq);
+	unprep_all(sq);
 	sqlite3_close(sq->db);
 	free(sq);
 }
@@ -552,9 +625,28 @@ again:
 fail:
 	if (folder >= 0)
 		close(folder);
+	unprep_all(sq);
 	sqlite3_close(sq->db);
 	free(sq);
 	return NULL;
+}
+
+/* Run a statement that returns one integer. */
+static int
+pragma_int(struct sq *sq, const char *sql, int64_t *v)
+{
+	sqlite3_stmt *stmt;
+
+	if ((stmt = prep(sq, sql, "reading the schema version")) == NULL)
+		return -1;
+	if (sqlite3_step(stmt) != SQLITE_ROW) {
+		sql_err(sq, "reading the schema version");
+		unprep(sq, stmt);
+		return -1;
+	}
+	*v = sqlite3_column_int64(stmt, 0);
+	unprep(sq, stmt);
+	return 0;
 }
 
 /*
@@ -564,26 +656,18 @@ fail:
 static int
 verify(struct sq *sq, int write)
 {
-	sqlite3_stmt *stmt;
-	int64_t app, version, tables;
+	int64_t app, version, tables = 0;
 	char sql[64];
 	int i;
 
-	if ((stmt = prep(sq,
-		 "SELECT (SELECT application_id FROM pragma_application_id),"
-		 " (SELECT user_version FROM pragma_user_version),"
-		 " (SELECT count(*) FROM sqlite_schema)",
-		 "reading the schema version")) == NULL)
+	/* plain pragmas: the pragma_* table functions cost a virtual table
+	 * each, which on this path is most of a decision's work */
+	if (pragma_int(sq, "PRAGMA application_id", &app) == -1 ||
+	    pragma_int(sq, "PRAGMA user_version", &version) == -1 ||
+	    (app == 0 && version == 0 &&
+		pragma_int(sq, "SELECT count(*) FROM sqlite_schema", &tables) ==
+		    -1))
 		return -1;
-	if (sqlite3_step(stmt) != SQLITE_ROW) {
-		sql_err(sq, "reading the schema version");
-		sqlite3_finalize(stmt);
-		return -1;
-	}
-	app = sqlite3_column_int64(stmt, 0);
-	version = sqlite3_column_int64(stmt, 1);
-	tables = sqlite3_column_int64(stmt, 2);
-	sqlite3_finalize(stmt);
 
 	if (app == 0 && version == 0 && tables == 0) {
 		if (!write) {
@@ -613,10 +697,16 @@ verify(struct sq *sq, int write)
 			return -1;
 		}
 	snprintf(sql, sizeof(sql), "PRAGMA application_id=%d", APPLICATION_ID);
-	if (exec_sql(sq, sql) == -1)
+	if (sqlite3_exec(sq->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+		sql_err(sq, "upgrading the schema");
 		return -1;
+	}
 	snprintf(sql, sizeof(sql), "PRAGMA user_version=%d", SCHEMA_VERSION);
-	return exec_sql(sq, sql);
+	if (sqlite3_exec(sq->db, sql, NULL, NULL, NULL) != SQLITE_OK) {
+		sql_err(sq, "upgrading the schema");
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -624,6 +714,20 @@ sq_begin(void *p, int write)
 {
 	struct sq *sq = p;
 
+	if (sq->group) {
+		/* the group's BEGIN IMMEDIATE took the lock and checked the
+		 * file; a request only counts what it changes */
+		if (sq->broken || sqlite3_get_autocommit(sq->db)) {
+			sq->broken = 1;
+			set_err(sq,
+			    "the batch's transaction was lost to an "
+			    "earlier error");
+			return -1;
+		}
+		sq->kept = 0;
+		sq->in_txn = 1;
+		return 0;
+	}
 	sq->empty = sq->created = 0;
 	if (write && sqlite3_db_readonly(sq->db, "main") == 1) {
 		set_err(sq,
@@ -743,12 +847,15 @@ sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 	sqlite3_stmt *stmt;
 	int rc, ret = -1;
 
+	rec->more = 0;
 	if (sq->empty)
 		return 0;
+	/* this limit and whether one follows it, in one seek: a command
+	 * forgets limits a key no longer has only when there are some */
 	if ((stmt = prep(sq,
 		 "SELECT algorithm, lim, period, burst, granularity, s1, s2,"
-		 " s3, slots, rest_at FROM key_state"
-		 " WHERE key = :key AND idx = :idx",
+		 " s3, slots, rest_at, idx FROM key_state"
+		 " WHERE key = :key AND idx >= :idx ORDER BY idx LIMIT 2",
 		 "loading a key")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
@@ -758,14 +865,23 @@ sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 		ret = 0;
 	else if (rc != SQLITE_ROW)
 		sql_err(sq, "loading a key");
-	else if (decode(sq, stmt, 0, rec) == 0) {
+	else if (sqlite3_column_int64(stmt, 10) != idx) {
+		rec->more = 1; /* not this one, but a later one */
+		ret = 0;
+	} else if (decode(sq, stmt, 0, rec) == 0) {
 		memcpy(rec->key, key, keylen);
 		rec->key[keylen] = '\0';
 		rec->keylen = keylen;
 		rec->idx = idx;
 		ret = 1;
+		if ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
+			rec->more = 1;
+		else if (rc != SQLITE_DONE) {
+			sql_err(sq, "loading a key");
+			ret = -1;
+		}
 	}
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return ret;
 }
 
@@ -863,7 +979,7 @@ sq_lockout_get(void *p, const char *key, size_t keylen, int64_t *until)
 		*until = sqlite3_column_int64(stmt, 0);
 	else if (rc != SQLITE_DONE)
 		sql_err(sq, "reading a lockout");
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
@@ -903,7 +1019,7 @@ sq_policy_get(void *p, const char *name, char *buf, size_t len)
 		memcpy(buf, t, (size_t)sqlite3_column_bytes(stmt, 0) + 1);
 		ret = 1;
 	}
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return ret;
 }
 
@@ -1052,7 +1168,7 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 		ret = -1;
 	}
 	free(rec);
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return ret;
 }
 
@@ -1226,7 +1342,7 @@ sq_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
 		*changed = sqlite3_column_int64(stmt, 1);
 		ret = 1;
 	}
-	sqlite3_finalize(stmt);
+	unprep(sq, stmt);
 	return ret;
 }
 
@@ -1275,6 +1391,10 @@ sq_commit(void *p)
 {
 	struct sq *sq = p;
 
+	if (sq->group) {
+		sq->in_txn = 0; /* the group's COMMIT keeps it */
+		return 0;
+	}
 	if (exec_sql(sq, "COMMIT") == -1) {
 		abandon(sq);
 		return -1;
@@ -1302,7 +1422,51 @@ sq_rollback(void *p)
 	abandon(sq);
 }
 
+/*
+ * A group transaction (throttle batch): one BEGIN IMMEDIATE around many
+ * requests, so one COMMIT (and one lock) serves them all.  A request that
+ * fails before it changed anything fails alone; one that fails after (an
+ * I/O error or a full disk between two writes) loses the whole group,
+ * since there is no undoing its first write alone: every answer of the
+ * group then says so.  (A savepoint per request would undo it alone, but
+ * costs a tenth of a batch's time, for errors that rarely spare the rest
+ * of a group anyway.)
+ */
+static int
+sq_group_begin(void *p)
+{
+	struct sq *sq = p;
+
+	if (sq_begin(sq, 1) == -1)
+		return -1;
+	sq->group = 1;
+	sq->broken = 0;
+	return 0;
+}
+
+/*
+ * End the group: commit it (commit nonzero) or roll it back.  -1 if the
+ * commit failed or the transaction was already lost: none of the group's
+ * requests took effect.
+ */
+static int
+sq_group_end(void *p, int commit)
+{
+	struct sq *sq = p;
+	int broken = sq->broken;
+
+	sq->group = sq->broken = 0;
+	sq->in_txn = !sqlite3_get_autocommit(sq->db);
+	if (!commit || broken) {
+		abandon(sq);
+		return broken ? -1 : 0;
+	}
+	return sq_commit(sq);
+}
+
 const struct store_ops store_sqlite_ops = {
+	.group_begin = sq_group_begin,
+	.group_end = sq_group_end,
 	.open = sq_open,
 	.begin = sq_begin,
 	.load = sq_load,

@@ -18,6 +18,7 @@
 struct store {
 	const struct store_ops *ops;
 	void *impl;
+	int group; /* in a group transaction */
 	char err[STORE_ERR_MAX];
 };
 
@@ -43,6 +44,28 @@ int
 store_begin(struct store *st, int write)
 {
 	return st->ops->begin(st->impl, write);
+}
+
+/*
+ * Start a group transaction: until store_group_end(), each begin and
+ * commit is one request inside it, and store_close() leaves the store
+ * open for the next.
+ */
+int
+store_group_begin(struct store *st)
+{
+	if (st->ops->group_begin(st->impl) == -1)
+		return -1;
+	st->group = 1;
+	return 0;
+}
+
+/* Commit (commit nonzero) or roll back the group: 0 or -1. */
+int
+store_group_end(struct store *st, int commit)
+{
+	st->group = 0;
+	return st->ops->group_end(st->impl, commit);
 }
 
 /* Load limit idx of a key: 1 if found, 0 if it has no state, -1 error. */
@@ -210,8 +233,8 @@ store_error(const struct store *st)
 void
 store_close(struct store *st)
 {
-	if (st == NULL)
-		return;
+	if (st == NULL || st->group)
+		return; /* the group's owner closes it */
 	st->ops->close(st->impl);
 	free(st);
 }

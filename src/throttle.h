@@ -29,6 +29,9 @@ enum exit_code {
 };
 
 #define KEY_MAX 1024 /* bytes */
+/* consume forgets TIDY_ROWS rows at rest in one write of TIDY_EVERY */
+#define TIDY_EVERY 16
+#define TIDY_ROWS 64
 #define LIMITS_MAX 8 /* limits on one key (compound limits) */
 #define POLICY_MAX 4096 /* bytes of a policy's options */
 #define US_PER_SEC INT64_C(1000000)
@@ -141,6 +144,7 @@ struct keyrec {
 	struct limit limit;
 	struct kstate state;
 	int64_t rest_at; /* when the key is back at rest (for gc) */
+	int more; /* store_load(): the key has limits past idx */
 };
 
 struct option_def;
@@ -200,6 +204,8 @@ struct opts {
 	size_t keylen;
 
 	const char **argv_ops; /* cmd_parse()'s, for cmd_free() */
+	int batch; /* a request of throttle batch */
+	struct store *store; /* batch: the store every request shares */
 	char err[1024]; /* the usage error, when a parse fails */
 };
 
@@ -281,11 +287,11 @@ struct store;
 /* cmd-acquire.c */
 int cmd_acquire_scan(const struct opts *, struct store *, int, const char *,
     int64_t *, int64_t *, struct lease *);
-int cmd_acquire_take(const struct opts *, int64_t, int64_t, struct lease *,
-    int64_t *, int64_t *, int *);
+int cmd_acquire_take(struct opts *, int64_t, int64_t, struct lease *, int64_t *,
+    int64_t *, int *);
 int cmd_acquire_wait(struct opts *, int64_t, int64_t, struct lease *, int64_t *,
     int64_t *, int *);
-void cmd_acquire_check(const struct opts *, const char *);
+int cmd_acquire_check(struct opts *, const char *);
 void cmd_acquire_refused(const struct opts *, int64_t);
 
 /* cmd-consume.c */
@@ -352,9 +358,13 @@ int limit_check_record(const struct keyrec *, const char **);
 
 /* log.c */
 void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
+const char *log_last(void);
+void log_forget(void);
 void
 die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 int state_error(const struct opts *, const char *);
+int cmd_usage(struct opts *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
 int usage_error(struct opts *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 void log_key(const char *, size_t, const char *, ...)
@@ -375,6 +385,8 @@ size_t output_seconds(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);
 void output_escape_text(FILE *, const char *, size_t);
+void output_to(FILE *);
+void output_batch_error(FILE *, const char *, size_t, const char *, int);
 void output_result(const struct opts *, const struct result *);
 void output_throttled(const struct opts *, const struct result *);
 void output_mapped_error(const struct opts *, int, const char *);
@@ -395,6 +407,7 @@ int parse_priority(const char *, int *);
 const char *priority_name(int);
 int parse_fraction(const char *, int64_t *, const char **);
 int parse_reserve(const char *, int64_t *, int *, const char **);
+int parse_words(char *, char **, int, const char **);
 
 /* shed.c */
 void shed_default_params(struct shed_params *);
@@ -444,9 +457,13 @@ struct store_ops {
 	int (*commit)(void *);
 	void (*rollback)(void *);
 	void (*close)(void *);
+	int (*group_begin)(void *);
+	int (*group_end)(void *, int);
 };
 struct store *store_open(const char *, int64_t, char *, size_t);
 int store_begin(struct store *, int);
+int store_group_begin(struct store *);
+int store_group_end(struct store *, int);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);
 int store_lockout_get(struct store *, const char *, size_t, int64_t *);

@@ -120,6 +120,65 @@ static const char *const bad_times[] = {
 	"0x10",
 };
 
+/* Split line as batch does and compare with the NULL-terminated want. */
+static int
+words_are(const char *line, const char *const *want)
+{
+	char buf[256], *w[16];
+	const char *err;
+	int n, i;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	if ((n = parse_words(buf, w, 16, &err)) == -1)
+		return 0;
+	for (i = 0; i < n; i++)
+		if (want[i] == NULL || strcmp(w[i], want[i]) != 0)
+			return 0;
+	return want[n] == NULL;
+}
+
+static int
+words_fail(const char *line, int max)
+{
+	char buf[256], *w[16];
+	const char *err = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", line);
+	return parse_words(buf, w, max, &err) == -1 && err != NULL;
+}
+
+static void
+words_tests(void)
+{
+	static const char *const plain[] = { "consume", "k", "--limit", "5/1m",
+		NULL };
+	static const char *const quoted[] = { "consume", "a key", "it's",
+		"x\\\\y", NULL };
+	static const char *const dq[] = { "say \"hi\" $x\\n", NULL };
+	static const char *const empty[] = { "", "b", NULL };
+	static const char *const joined[] = { "ab'c d'e", NULL };
+	static const char *const none[] = { NULL };
+
+	CHECK(words_are("  consume k\t--limit 5/1m \n", plain),
+	    "words: blanks separate");
+	CHECK(words_are("consume 'a key' it\\'s 'x\\\\y'", quoted),
+	    "words: single quotes and backslashes");
+	CHECK(words_are("\"say \\\"hi\\\" \\$x\\\\n\"", dq),
+	    "words: double quotes keep a backslash before other characters");
+	CHECK(words_are("'' b", empty), "words: '' is an empty word");
+	CHECK(words_are("ab\\'c\\ d'e", joined) == 0 &&
+		words_are("ab\"'c d'\"e", joined),
+	    "words: quotes join with their neighbours");
+	CHECK(words_are("", none) && words_are("  # a comment", none) &&
+		words_are("# consume k", none),
+	    "words: empty lines and comments have no words");
+	CHECK(words_fail("consume 'k", 16) && words_fail("consume \"k", 16) &&
+		words_fail("consume k\\", 16),
+	    "words: an open quote or a last backslash is refused");
+	CHECK(words_fail("a b c", 2) && !words_fail("a b", 2),
+	    "words: more than max words is refused");
+}
+
 int
 main(void)
 {
@@ -179,5 +238,6 @@ main(void)
 	CHECK(parse_format("JSON", &f) == -1, "format names are exact");
 	CHECK(parse_on_error("deny", &e) == 0 && e == ON_ERROR_DENY, "deny");
 	CHECK(parse_on_error("open", &e) == -1, "on-error open is refused");
+	words_tests();
 	return unit_done();
 }

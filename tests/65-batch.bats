@@ -1,0 +1,157 @@
+#!/usr/bin/env bats
+# throttle batch: requests on stdin, one JSON answer per line, in order.
+
+load lib
+
+@test "batch: one answer per request, in order, each with its exit code" {
+	run --separate-stderr at 100 batch <<-'EOF'
+		consume k --limit 3/1m
+		consume k --limit 3/1m
+		consume k --limit 3/1m
+		consume k --limit 3/1m
+		check k --limit 3/1m --cost 0
+		reset k
+		consume k --limit 3/1m
+	EOF
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 7 ]
+	[ "$(field exit "${lines[0]}")" = 0 ]
+	[ "$(field remaining "${lines[0]}")" = 2 ]
+	[ "$(field remaining "${lines[2]}")" = 0 ]
+	[ "$(field allowed "${lines[3]}")" = false ]
+	[ "$(field exit "${lines[3]}")" = 1 ]
+	[ "$(field retry_after "${lines[3]}")" = 20 ]
+	[ "$(field exit "${lines[4]}")" = 0 ]
+	[ "${lines[5]}" = '{"key":"k","exit":0}' ]
+	[ "$(field remaining "${lines[6]}")" = 2 ]
+}
+
+@test "batch: an answer is the command's own --format json line plus exit" {
+	single=$(THROTTLE_DB=other.db at 100 --format json consume k --limit 5/1m --cost 2)
+	answer=$(echo "consume k --limit 5/1m --cost 2" | at 100 batch)
+	[ "$answer" = "${single%\}},\"exit\":0}" ]
+}
+
+@test "batch: keys with spaces and quotes, quoted as a shell would" {
+	at 100 batch >out <<-'EOF'
+		consume 'login:alice smith' --limit 2/1m
+		consume "it's \"quoted\"" --limit 2/1m
+		consume back\ slash\\ --limit 2/1m
+	EOF
+	[ "$(sed -n 1p out | jget key)" = '"login:alice smith"' ]
+	[[ "$(sed -n 2p out)" == '{"key":"it'"'"'s \"quoted\"",'* ]]
+	[ "$(sed -n 3p out | jget key)" = '"back slash\\"' ]
+	run "$THROTTLE" inspect --names
+	[[ "$output" == *"login:alice smith"* ]]
+	[[ "$output" == *"it's \"quoted\""* ]]
+}
+
+@test "batch: blank lines and comments get no answer" {
+	run at 100 batch <<-'EOF'
+
+		# a comment
+		consume k --limit 1/1s   # trailing words after # are a comment
+	EOF
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[ "$(field exit "${lines[0]}")" = 0 ]
+}
+
+@test "batch: a bad request gets an error answer and the batch goes on" {
+	run --separate-stderr at 100 batch <<-'EOF'
+		consume 'open
+		frobnicate k
+		run k --limit 1/1s -- true
+		consume k --limit 1/1s --wait
+		consume k --limit 1/1s --db elsewhere.db
+		consume k --limit 1/1s --cost 5
+		consume nolimit
+		inspect
+		consume k --limit 1/1s
+	EOF
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 9 ]
+	for n in 0 1 2 3 4 5 6 7; do
+		[ "$(field exit "${lines[$n]}")" = 2 ]
+	done
+	[[ "${lines[0]}" == *"not closed"* ]]
+	[[ "${lines[1]}" == *"frobnicate: unknown command"* ]]
+	[[ "${lines[2]}" == *"run is not a batch request"* ]]
+	[[ "${lines[3]}" == *"cannot --wait in a batch"* ]]
+	[[ "${lines[4]}" == *"--db, --format and --lock-timeout once"* ]]
+	[[ "${lines[5]}" == *"--cost: 5 is more than the burst"* ]]
+	[[ "${lines[6]}" == *"no limit for this key"* ]]
+	[[ "${lines[7]}" == *"give the key"* ]]
+	[ "$(field allowed "${lines[8]}")" = true ]
+	# and every one of them is said on stderr, with its line number
+	[[ "$stderr" == *"batch: line 2: frobnicate: unknown command"* ]]
+	[ ! -e elsewhere.db ]
+}
+
+@test "batch: leases, shedding and policies work as on the command line" {
+	"$THROTTLE" policy set login --limit 2/1m
+	run --separate-stderr at 100 batch <<-'EOF'
+		acquire ci --concurrency 1
+		acquire ci --concurrency 1
+		consume login:bob
+		consume login:bob
+		consume login:bob
+		shed s --utilization 0.5
+	EOF
+	[ "$(field allowed "${lines[0]}")" = true ]
+	lease=$(field lease "${lines[0]}" | tr -d '"')
+	[ "$(field exit "${lines[1]}")" = 1 ]
+	[ "$(field allowed "${lines[3]}")" = true ]
+	[ "$(field allowed "${lines[4]}")" = false ]
+	[ "$(field exit "${lines[5]}")" = 0 ]
+	echo "release ci --lease $lease" | "$THROTTLE" batch >out
+	[ "$(jget released <out)" = true ]
+	[ "$(jget exit <out)" = 0 ]
+}
+
+@test "batch: answers each line as it comes, holding no lock while it waits" {
+	coproc BATCH { THROTTLE_NOW=100 "$THROTTLE" batch 2>/dev/null; }
+	echo "consume k --limit 2/1m" >&"${BATCH[1]}"
+	read -r -t 10 first <&"${BATCH[0]}"
+	[ "$(field remaining "$first")" = 1 ]
+	# the batch is waiting for its next line; the file is free
+	run at 100 --lock-timeout 1s consume k --limit 2/1m
+	[ "$status" -eq 0 ]
+	echo "consume k --limit 2/1m" >&"${BATCH[1]}"
+	read -r -t 10 second <&"${BATCH[0]}"
+	[ "$(field allowed "$second")" = false ]
+	exec {BATCH[1]}>&-
+	wait "$BATCH_PID"
+}
+
+@test "batch: a line too long to answer is refused and skipped" {
+	{
+		printf 'consume %s --limit 1/1s\n' "$(head -c 1100000 /dev/zero | tr '\0' x)"
+		echo "consume k --limit 1/1s"
+	} | at 100 batch >out 2>err
+	[ "$(wc -l <out)" -eq 2 ]
+	[[ "$(sed -n 1p out)" == *"too long"* ]]
+	[ "$(sed -n 2p out | jget allowed)" = true ]
+}
+
+@test "batch: several batches on one file never admit more than the limit" {
+	for w in 1 2 3 4; do
+		for n in $(seq 200); do echo "consume shared --limit 300/1h"; done >"in$w"
+	done
+	for w in 1 2 3 4; do
+		at 100 batch <"in$w" >"out$w" 2>/dev/null &
+	done
+	wait
+	[ "$(cat out1 out2 out3 out4 | wc -l)" -eq 800 ]
+	[ "$(cat out1 out2 out3 out4 | grep -c '"allowed":true')" -eq 300 ]
+	[ "$(cat out1 out2 out3 out4 | grep -c '"exit":1')" -eq 500 ]
+}
+
+@test "batch: a state file that is not ours is refused before any request" {
+	sqlite3 state.db 'CREATE TABLE t (x)'
+	run --separate-stderr "$THROTTLE" batch <<<"consume k --limit 1/1s"
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	[[ "$stderr" == *"not a throttle state file"* ]]
+	[ "$(sqlite3 state.db 'SELECT count(*) FROM sqlite_schema')" = 1 ]
+}
