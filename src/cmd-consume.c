@@ -112,7 +112,7 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 {
 	struct store *st;
 	char err[STORE_ERR_MAX];
-	int64_t until, wait;
+	int64_t until, wait, t;
 	int i, r;
 
 	if ((*rc = usable(o, dry)) != 0)
@@ -120,6 +120,8 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 	if ((st = cmd_open(o, rc)) == NULL)
 		return -1;
 	for (;;) {
+		/* each try, after a store lost a race, decides afresh at "at" */
+		t = at;
 		until = 0; /* a lockout is read only where one applies */
 		if (store_begin(st, !dry) == -1 ||
 		    (o->has_lockout &&
@@ -129,28 +131,28 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 			return -1;
 		}
 		/* locked out: show the key as it is, nothing charged */
-		if (decide_all(o, st, at,
-			o->has_lockout && until > at ? 0 : o->cost, w, err,
+		if (decide_all(o, st, t,
+			o->has_lockout && until > t ? 0 : o->cost, w, err,
 			sizeof(err)) == -1) {
 			*rc = cmd_fail(o, st, err);
 			return -1;
 		}
 		combine(w, o->nlimits, d);
-		if (o->has_lockout && until > at) {
+		if (o->has_lockout && until > t) {
 			d->allowed = 0;
-			d->retry_after = until - at;
+			d->retry_after = until - t;
 		} else if (!d->allowed && reserve >= -1 && all_gcra(o) &&
 		    (reserve == -1 || d->retry_after <= reserve)) {
 			/* the first instant every limit allows it */
 			wait = d->retry_after;
-			if (decide_all(o, st, at + wait, o->cost, w, err,
+			if (decide_all(o, st, t + wait, o->cost, w, err,
 				sizeof(err)) == -1) {
 				*rc = cmd_fail(o, st, err);
 				return -1;
 			}
 			combine(w, o->nlimits, d);
 			d->retry_after = wait;
-			at += wait;
+			t += wait;
 		}
 		if (d->reset_after < d->retry_after)
 			d->reset_after = d->retry_after;
@@ -161,15 +163,15 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 		if (d->allowed) {
 			for (i = 0; i < o->nlimits; i++)
 				if (cmd_save(o, st, i, &w[i].lim, &w[i].next,
-					at + w[i].d.reset_after) == -1)
+					t + w[i].d.reset_after) == -1)
 					goto fail;
 			/* the key had more limits than it has now */
 			if (w[o->nlimits - 1].rec.more &&
 			    store_trim(st, o->key, o->keylen, o->nlimits) == -1)
 				goto fail;
-		} else if (o->has_lockout && until <= at && o->lockout > 0) {
+		} else if (o->has_lockout && until <= t && o->lockout > 0) {
 			if (store_lockout_put(st, o->key, o->keylen,
-				at + o->lockout) == -1)
+				t + o->lockout) == -1)
 				goto fail;
 			d->retry_after = d->reset_after = o->lockout;
 		}
