@@ -29,7 +29,26 @@ SQLITE_LIBS =	$(SQLITE_A) $(shell $(PKG_CONFIG) --static --libs-only-l \
 else
 SQLITE_LIBS =	$(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
 endif
-LIBS_ALL =	$(SQLITE_LIBS) $(LIBS)
+
+# The Redis store needs hiredis: on when its headers are found (make
+# REDIS=0 leaves it out, REDIS=1 insists).  Linked like SQLite.
+HIREDIS_FOUND =	$(shell $(PKG_CONFIG) --exists hiredis 2>/dev/null && echo 1 || \
+		    { test -f /usr/include/hiredis/hiredis.h && echo 1; } || echo 0)
+REDIS ?=	$(HIREDIS_FOUND)
+ifeq ($(REDIS),1)
+HIREDIS_LIBDIR = $(shell $(PKG_CONFIG) --variable=libdir hiredis 2>/dev/null)
+HIREDIS_A =	$(firstword $(wildcard $(HIREDIS_LIBDIR)/libhiredis.a \
+		    /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/libhiredis.a))
+REDIS_OBJS =	src/store-redis.o
+REDIS_CPPFLAGS = -DTHROTTLE_REDIS
+ifeq ($(SQLITE)$(if $(HIREDIS_A),,none),static)
+REDIS_LIBS =	$(HIREDIS_A)
+else
+REDIS_LIBS =	-lhiredis
+endif
+endif
+CPPFLAGS_ALL +=	$(REDIS_CPPFLAGS)
+LIBS_ALL =	$(SQLITE_LIBS) $(REDIS_LIBS) $(LIBS)
 
 # The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
 PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
@@ -40,7 +59,7 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
 		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o src/faultvfs.o \
-		$(PURE)
+		$(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
 
 all: throttle
@@ -78,16 +97,17 @@ tests/unit/test-windows: tests/unit/test-windows.c tests/unit/unit.h $(PURE)
 check: throttle $(UNIT)
 	@THROTTLE=$(CURDIR)/throttle sh tests/run $(UNIT)
 
+LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c),$(wildcard src/*.c))
 lint: throttle
 	mandoc -Tlint -W warning man/throttle.1
 	sh tests/lint-names
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
 	    tests/unit/*.h fuzz/*.c
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
-	    -I src src
-	clang-tidy --quiet --warnings-as-errors='*' src/*.c -- \
+	    $(REDIS_CPPFLAGS) -I src $(LINT_SRCS)
+	clang-tidy --quiet --warnings-as-errors='*' $(LINT_SRCS) -- \
 	    -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
-	    $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
+	    $(REDIS_CPPFLAGS) $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 
 # The whole suite under ASan and UBSan.  Reports go to files, so one cannot
 # hide behind an exit status a test expected; any report fails the run.

@@ -291,7 +291,7 @@ request(const struct opts *base, char *line, long lineno, struct group *g,
 	log_forget();
 	start = ftell(mem);
 	output_to(mem);
-	if ((rc = cmd_finish(&o, c)) == 0)
+	if (cmd_finish(&o, c, &rc) == 0)
 		rc = c->exec(&o);
 	output_to(NULL);
 	if (fflush(mem) == EOF || (end = ftell(mem)) < start) {

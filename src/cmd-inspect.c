@@ -31,7 +31,7 @@ show(const struct keyrec *rec, void *arg)
 		    "%s: a key %s, which "
 		    "throttle never writes; the file was edited by something "
 		    "else",
-		    ctx->o->db, why);
+		    ctx->o->dbname, why);
 		return -1;
 	}
 	next.slots = xcalloc(rec->state.nslots + 1, sizeof(*next.slots));
@@ -111,7 +111,7 @@ inspect_exec(struct opts *o)
 	if (o->names && o->key != NULL)
 		return cmd_usage(o,
 		    "inspect: --names lists every key; leave the key out");
-	if (o->names && access(o->db, F_OK) == -1)
+	if (o->names && !store_is_remote(o->db) && access(o->db, F_OK) == -1)
 		return EXIT_ALLOWED; /* no state file: no names, none created */
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;

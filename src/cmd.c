@@ -548,30 +548,35 @@ merge_policy(struct opts *o, char *spec)
 /*
  * A key without limit options on its command line uses the policy named
  * like the key, or like its longest prefix before a ':' ("login" governs
- * "login:alice").  Looked up in a read transaction of its own.  0, or
- * the exit code of a store error, already reported.
+ * "login:alice").  Looked up in a read transaction of its own.  0, or -1
+ * with *rc the exit code of a store error, already reported.
  */
 static int
-find_policy(struct opts *o)
+find_policy(struct opts *o, int *rc)
 {
 	static char spec[POLICY_MAX], name[KEY_MAX + 1];
 	struct store *st;
 	char msg[STORE_ERR_MAX];
 	size_t n = o->keylen;
-	int found = 0, rc;
+	int found = 0;
 
-	if (access(o->db, F_OK) == -1 && errno == ENOENT)
+	if (!store_is_remote(o->db) && access(o->db, F_OK) == -1 &&
+	    errno == ENOENT)
 		return 0; /* no state file, no policies: do not create one */
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	if (store_begin(st, 0) == -1)
-		return cmd_fail(o, st, store_error(st));
+	if ((st = cmd_open(o, rc)) == NULL)
+		return -1;
+	if (store_begin(st, 0) == -1) {
+		*rc = cmd_fail(o, st, store_error(st));
+		return -1;
+	}
 	for (;;) {
 		memcpy(name, o->key, n);
 		name[n] = '\0';
 		if ((found = store_policy_get(st, name, spec, sizeof(spec))) ==
-		    -1)
-			return cmd_fail(o, st, store_error(st));
+		    -1) {
+			*rc = cmd_fail(o, st, store_error(st));
+			return -1;
+		}
 		if (found)
 			break;
 		while (n > 0 && o->key[n - 1] != ':')
@@ -590,41 +595,65 @@ find_policy(struct opts *o)
 		    "%.1000s: the policy '%.64s' holds options throttle never "
 		    "writes; the file was edited by something else (set the "
 		    "policy afresh with throttle policy set)",
-		    o->db, name);
-		return state_error(o, msg);
+		    o->dbname, name);
+		*rc = state_error(o, msg);
+		return -1;
 	}
 	return 0;
 }
 
 /*
  * Settle what depends on the environment and the state file: the default
- * --db, the clock, the key's policy, then the limits.  0, or the exit
- * code of an error already reported (cmd_usage(), state_error()).
+ * --db, the clock, the key's policy, then the limits.  0 to go on, or -1
+ * with *rc the exit code of an error already reported (cmd_usage(), or
+ * state_error(), which --on-error may have mapped to 0).
  */
 int
-cmd_finish(struct opts *o, const struct cmd_entry *c)
+cmd_finish(struct opts *o, const struct cmd_entry *c, int *rc)
 {
 	const char *err, *env;
-	int rc;
 
 	if (o->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
 	    *env != '\0')
 		o->db = env;
 	if (o->db == NULL) {
-		if (store_default_path(o->dbbuf, sizeof(o->dbbuf), &err) == -1)
-			return cmd_usage(o, "--db: %s", err);
+		if (store_default_path(o->dbbuf, sizeof(o->dbbuf), &err) ==
+		    -1) {
+			*rc = cmd_usage(o, "--db: %s", err);
+			return -1;
+		}
 		o->db = o->dbbuf;
 	}
-	if (clock_now(&o->now, &err) == -1)
-		return cmd_usage(o, "THROTTLE_NOW: '%s' %s",
+	store_display(o->db, o->dbname, sizeof(o->dbname));
+	if (clock_now(&o->now, &err) == -1) {
+		*rc = cmd_usage(o, "THROTTLE_NOW: '%s' %s",
 		    getenv("THROTTLE_NOW"), err);
+		return -1;
+	}
+	if (store_is_remote(o->db)) {
+		/* one connection for the whole command, and the server's
+		 * clock, so hosts with skewed clocks agree */
+		if (o->store == NULL) {
+			if ((o->store = cmd_open(o, rc)) == NULL)
+				return -1;
+			store_hold(o->store);
+			o->owned = o->store;
+		}
+		if ((env = getenv("THROTTLE_NOW")) == NULL || *env == '\0') {
+			if (store_now(o->store, &o->now) == -1) {
+				*rc = state_error(o, store_error(o->store));
+				return -1;
+			}
+		}
+	}
 	if (c->uses_policy && o->key != NULL && o->nlimits == 0 &&
-	    !o->has_concurrency && (rc = find_policy(o)) != 0)
-		return rc;
+	    !o->has_concurrency && find_policy(o, rc) == -1)
+		return -1;
 	if ((c->options & CMDOPT_LIMIT) && cmd_settle(o, c->name) == -1) {
 		if (!o->batch)
 			log_msg("%s", o->err);
-		return EXIT_USAGE;
+		*rc = EXIT_USAGE;
+		return -1;
 	}
 	return 0;
 }
@@ -661,7 +690,7 @@ cmd_load(const struct opts *o, struct store *st, int idx, struct keyrec *rec,
 	}
 	if (found && limit_check_record(rec, &why) == -1) {
 		if ((fp = fmemopen(err, errlen, "w")) != NULL) {
-			fprintf(fp, "%s: the key '", o->db);
+			fprintf(fp, "%s: the key '", o->dbname);
 			output_escape_text(fp, o->key, o->keylen);
 			fprintf(fp,
 			    "' %s, which throttle never writes; the "
@@ -947,8 +976,15 @@ cmd_main(int argc, char **argv)
 	case -1:
 		die_usage("%s", o.err);
 	case PARSE_VERSION:
+#ifdef THROTTLE_REDIS
+		printf("throttle %s (stores: sqlite %s, redis with hiredis "
+		       "%s)\n",
+		    THROTTLE_VERSION, store_sqlite_version(),
+		    store_redis_version());
+#else
 		printf("throttle %s (stores: sqlite %s)\n", THROTTLE_VERSION,
 		    store_sqlite_version());
+#endif
 		rc = EXIT_ALLOWED;
 		break;
 	case PARSE_HELP:
@@ -963,8 +999,9 @@ cmd_main(int argc, char **argv)
 		rc = EXIT_USAGE;
 		break;
 	default:
-		if (c == &cmd_help_entry || (rc = cmd_finish(&o, c)) == 0)
+		if (c == &cmd_help_entry || cmd_finish(&o, c, &rc) == 0)
 			rc = c->exec(&o);
+		store_free(o.owned);
 	}
 	cmd_free(&o);
 	return rc;

@@ -18,16 +18,70 @@
 struct store {
 	const struct store_ops *ops;
 	void *impl;
+	int held; /* store_close() leaves it open: store_free() closes it */
 	int group; /* in a group transaction */
 	char err[STORE_ERR_MAX];
 };
 
-/* Open the store named by spec (a file path). */
+/* Is spec a Redis server's URL, not a file? */
+int
+store_is_remote(const char *spec)
+{
+	return strncmp(spec, "redis://", 8) == 0 ||
+	    strncmp(spec, "rediss://", 9) == 0 ||
+	    strncmp(spec, "unix://", 7) == 0;
+}
+
+/*
+ * spec as messages may show it: a Redis URL without its user and
+ * password (and query), a file path as it is.
+ */
+void
+store_display(const char *spec, char *buf, size_t len)
+{
+	const char *p, *at, *end;
+
+	if (!store_is_remote(spec)) {
+		snprintf(buf, len, "%s", spec);
+		return;
+	}
+	p = strstr(spec, "://") + 3;
+	end = p + strcspn(p, "/?");
+	at = memchr(p, '@', (size_t)(end - p));
+	snprintf(buf, len, "%.*s%.*s", (int)(p - spec), spec,
+	    (int)strcspn(at != NULL ? at + 1 : p, "?"),
+	    at != NULL ? at + 1 : p);
+}
+
+/* Open the store named by spec: a file path, or a Redis server's URL. */
 struct store *
 store_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
 {
 	struct store *st;
 
+	if (store_is_remote(spec)) {
+#ifdef THROTTLE_REDIS
+		st = xcalloc(1, sizeof(*st));
+		st->ops = &store_redis_ops;
+		st->impl =
+		    st->ops->open(spec, lock_timeout, st->err, sizeof(st->err));
+		if (st->impl == NULL) {
+			snprintf(err, errlen, "%s", st->err);
+			free(st);
+			return NULL;
+		}
+		return st;
+#else
+		char name[300];
+
+		store_display(spec, name, sizeof(name));
+		snprintf(err, errlen,
+		    "%s: this throttle was built without Redis support; "
+		    "rebuild it with make REDIS=1 (needs libhiredis-dev)",
+		    name);
+		return NULL;
+#endif
+	}
 	st = xcalloc(1, sizeof(*st));
 	st->ops = &store_sqlite_ops;
 	st->impl = st->ops->open(spec, lock_timeout, st->err, sizeof(st->err));
@@ -229,14 +283,40 @@ store_error(const struct store *st)
 	return st->err;
 }
 
-/* Close the store; NULL is ignored. */
+/* Close the store; NULL is ignored, and so is a held one. */
 void
 store_close(struct store *st)
 {
-	if (st == NULL || st->group)
-		return; /* the group's owner closes it */
+	if (st == NULL || st->group || st->held)
+		return; /* its owner closes it */
 	st->ops->close(st->impl);
 	free(st);
+}
+
+/* Keep the store open through store_close(), for store_free(). */
+void
+store_hold(struct store *st)
+{
+	st->held = 1;
+}
+
+/* Close a held store. */
+void
+store_free(struct store *st)
+{
+	if (st == NULL)
+		return;
+	st->held = st->group = 0;
+	store_close(st);
+}
+
+/* The store's clock (a Redis server's TIME): 0, or -1 if it has none. */
+int
+store_now(struct store *st, int64_t *now)
+{
+	if (st->ops->now == NULL)
+		return -1;
+	return st->ops->now(st->impl, now);
 }
 
 /*

@@ -205,7 +205,9 @@ struct opts {
 
 	const char **argv_ops; /* cmd_parse()'s, for cmd_free() */
 	int batch; /* a request of throttle batch */
-	struct store *store; /* batch: the store every request shares */
+	struct store *store; /* the store every cmd_open() returns, if set */
+	struct store *owned; /* the one cmd_finish() opened, for cmd_main() */
+	char dbname[300]; /* --db as messages show it (no password) */
 	char err[1024]; /* the usage error, when a parse fails */
 };
 
@@ -314,7 +316,7 @@ int cmd_main(int, char **);
 enum { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_NO_COMMAND };
 void cmd_defaults(struct opts *);
 int cmd_parse(int, char **, struct opts *, const struct cmd_entry **);
-int cmd_finish(struct opts *, const struct cmd_entry *);
+int cmd_finish(struct opts *, const struct cmd_entry *, int *);
 void cmd_free(struct opts *);
 int cmd_settle(struct opts *, const char *);
 int option_flag(const struct option_def *);
@@ -459,8 +461,14 @@ struct store_ops {
 	void (*close)(void *);
 	int (*group_begin)(void *);
 	int (*group_end)(void *, int);
+	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 };
 struct store *store_open(const char *, int64_t, char *, size_t);
+int store_is_remote(const char *);
+void store_display(const char *, char *, size_t);
+int store_now(struct store *, int64_t *);
+void store_hold(struct store *);
+void store_free(struct store *);
 int store_begin(struct store *, int);
 int store_group_begin(struct store *);
 int store_group_end(struct store *, int);
@@ -494,9 +502,28 @@ int store_default_path(char *, size_t, const char **);
 extern const struct store_ops store_sqlite_ops;
 const char *store_sqlite_version(void);
 
+/* store-redis.c (built with REDIS=1) */
+struct redis_url {
+	char host[256];
+	int port;
+	int db;
+	char user[128];
+	char password[256];
+	char socket[4096];
+	char prefix[129];
+	int64_t timeout; /* us */
+	char where[300]; /* the server, without the password */
+};
+#ifdef THROTTLE_REDIS
+int store_redis_parse(const char *, struct redis_url *, const char **);
+extern const struct store_ops store_redis_ops;
+const char *store_redis_version(void);
+#endif
+
 /* xmalloc.c */
 void *xmalloc(size_t);
 void *xcalloc(size_t, size_t);
+void *xrealloc(void *, size_t);
 char *xstrdup(const char *);
 
 #endif /* THROTTLE_H */

@@ -36,6 +36,15 @@ xcalloc(size_t n, size_t size)
 	return p;
 }
 
+/* realloc(3) that never returns NULL. */
+void *
+xrealloc(void *p, size_t n)
+{
+	if ((p = realloc(p, n == 0 ? 1 : n)) == NULL)
+		oom();
+	return p;
+}
+
 /* strdup(3) that never returns NULL. */
 char *
 xstrdup(const char *s)

@@ -21,7 +21,6 @@ load lib
 		[ "$status" -eq 1 ]
 		[ "$(field reset_after "$output")" = "${p#*:}" ]
 	done
-	cp state.db saved.db
 	run at 1019.999999 consume k --limit 3/60s
 	[ "$status" -eq 1 ]
 	run --separate-stderr at 1020 consume k --limit 3/60s --format json
@@ -83,6 +82,7 @@ load lib
 }
 
 @test "a throttled consume changes nothing" {
+	needs_sqlite
 	at 100 consume k --limit 1/60s
 	sqlite3 state.db 'SELECT * FROM key_state' >before
 	run at 110 consume k --limit 1/60s
@@ -92,6 +92,7 @@ load lib
 }
 
 @test "check answers what consume would, and never changes state" {
+	needs_sqlite
 	at 100 consume k --limit 2/60s
 	sqlite3 state.db 'SELECT * FROM key_state' >before
 	run at 100 check k --limit 2/60s --format json

@@ -59,6 +59,7 @@ expect() {
 }
 
 @test "sliding-window: old sub-windows are dropped, storage stays bounded" {
+	needs_sqlite
 	for t in $(seq 0 7 2000); do
 		at "$t" consume k --limit 1000/60s --algorithm sliding-window --granularity 5s -q
 	done
@@ -117,6 +118,7 @@ expect() {
 }
 
 @test "check never changes state, for every algorithm" {
+	needs_sqlite
 	for algo in fixed-window sliding-window hybrid; do
 		at 10 consume "k-$algo" --limit 3/60s --algorithm "$algo"
 		sqlite3 state.db 'SELECT * FROM key_state' >before
@@ -233,6 +235,7 @@ expect() {
 }
 
 @test "a stored window state throttle never writes is refused, exit 3" {
+	needs_sqlite
 	at 1 consume k --limit 3/60s --algorithm sliding-window
 	sqlite3 state.db "UPDATE key_state SET slots = X'00'"
 	cp state.db state.db.orig

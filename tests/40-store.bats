@@ -69,6 +69,7 @@ let_go() {
 }
 
 @test "THROTTLE_DB and --db choose the file; --db wins" {
+	needs_sqlite
 	run at 1 consume k --limit 1/1s --db "$TMP/other.db"
 	[ -f "$TMP/other.db" ]
 	[ ! -e "$THROTTLE_DB" ]
@@ -122,6 +123,7 @@ let_go() {
 }
 
 @test "a version 1 state file is upgraded in place, keeping its keys" {
+	needs_sqlite
 	# the schema of version 1, as throttle 0.1 wrote it
 	sqlite3 state.db "PRAGMA journal_mode=WAL;
 	    CREATE TABLE key_state (key BLOB PRIMARY KEY NOT NULL,
@@ -146,6 +148,7 @@ let_go() {
 }
 
 @test "a state file from a newer version is refused and left alone" {
+	needs_sqlite
 	at 1 consume k --limit 1/1s
 	sqlite3 state.db 'PRAGMA user_version=99'
 	cp state.db state.db.orig
@@ -156,6 +159,7 @@ let_go() {
 }
 
 @test "a key whose stored state throttle never writes is refused, exit 3" {
+	needs_sqlite
 	at 1 consume k --limit 3/1s
 	at 1 consume other --limit 3/1s
 	# rest_at far ahead: a row at rest may be forgotten by any write
@@ -181,6 +185,7 @@ let_go() {
 }
 
 @test "a corrupt file: exit 3, bytes unchanged" {
+	needs_sqlite
 	for n in $(seq 50); do at 1 consume "key$n" --limit 1/1s; done
 	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
 	# overwrite the b-tree page header of the key table's root page
@@ -267,6 +272,7 @@ let_go() {
 }
 
 @test "a lock held too long: exit 3 after --lock-timeout, naming the file" {
+	needs_sqlite
 	at 1 consume k --limit 5/1s
 	hold_lock state.db
 	start=$(date +%s%N)
@@ -293,6 +299,7 @@ let_go() {
 }
 
 @test "as root, a state file or folder others can write is refused (StrictModes)" {
+	needs_sqlite
 	[ "$(id -u)" -eq 0 ] || skip "the check applies to root only"
 	at 1 consume k --limit 1/1h
 	chmod 666 state.db

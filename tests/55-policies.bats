@@ -75,6 +75,7 @@ load lib
 }
 
 @test "a policy edited by something else is refused, exit 3" {
+	needs_sqlite
 	"$THROTTLE" policy set x --limit 1/1s
 	sqlite3 state.db "UPDATE policy SET options = '--db /tmp/evil'"
 	run at 1 consume x
@@ -253,6 +254,7 @@ load lib
 }
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {
+	needs_sqlite
 	for n in $(seq 200); do at "$n" consume "k$n" --limit 1/1s; done
 	left=$(sqlite3 state.db 'SELECT count(*) FROM key_state')
 	[ "$left" -lt 150 ]

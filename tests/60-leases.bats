@@ -111,6 +111,7 @@ load lib
 }
 
 @test "a reused pid is not mistaken for the owner: start time must match" {
+	needs_sqlite
 	sleep 300 &
 	pid=$!
 	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
@@ -122,6 +123,7 @@ load lib
 }
 
 @test "an owner's host that rebooted, or another host, is judged rightly" {
+	needs_sqlite
 	sleep 300 &
 	pid=$!
 	"$THROTTLE" acquire a --concurrency 1 --owner "$pid"

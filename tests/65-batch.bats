@@ -148,6 +148,7 @@ load lib
 }
 
 @test "batch: a state file that is not ours is refused before any request" {
+	needs_sqlite
 	sqlite3 state.db 'CREATE TABLE t (x)'
 	run --separate-stderr "$THROTTLE" batch <<<"consume k --limit 1/1s"
 	[ "$status" -eq 3 ]

@@ -8,9 +8,22 @@ THROTTLE=${THROTTLE:-$BATS_TEST_DIRNAME/../throttle}
 setup() {
 	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
 	export THROTTLE_DB="$TMP/state.db"
+	# THROTTLE_TEST_REDIS=redis://host:port runs the suite on that server,
+	# each test under a prefix of its own
+	if [ -n "${THROTTLE_TEST_REDIS:-}" ]; then
+		THROTTLE_DB="$THROTTLE_TEST_REDIS?prefix=test:${TMP##*.}:"
+	fi
 	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
 	cd "$TMP" || return 1
 }
+
+# For a test about the SQLite file itself: skip it on the Redis pass.
+needs_sqlite() {
+	if [ -n "${THROTTLE_TEST_REDIS:-}" ]; then
+		skip "about the SQLite state file (this pass runs on Redis)"
+	fi
+}
+
 
 teardown() {
 	cd /

@@ -1,0 +1,215 @@
+#!/usr/bin/env bats
+# The Redis store: what only a server can do wrong.  (The rest of the suite
+# runs on Redis too: tests/run's second pass.)  Each test starts a
+# redis-server of its own on a unix socket in its folder.
+
+load lib
+
+setup() {
+	[ -z "${THROTTLE_TEST_REDIS:-}" ] || skip "runs in the first pass (it starts servers of its own)"
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
+	cd "$TMP" || return 1
+	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME THROTTLE_TEST_REDIS
+	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
+	"$THROTTLE" --version | grep -q redis || skip "this throttle was built without Redis (make REDIS=1)"
+	SOCK=$TMP/redis.sock
+	export THROTTLE_DB="unix://$SOCK"
+}
+
+teardown() {
+	[ -n "${TMP:-}" ] || return 0
+	[ -f "$TMP/redis.pid" ] && kill -CONT "$(cat "$TMP/redis.pid")" 2>/dev/null
+	[ -f "$TMP/redis.pid" ] && kill "$(cat "$TMP/redis.pid")" 2>/dev/null
+	for _ in $(seq 50); do [ -e "$SOCK" ] || break; sleep 0.1; done
+	cd /
+	rm -rf "$TMP"
+}
+
+# start_redis [redis-server options...]
+start_redis() {
+	redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no \
+	    --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log" "$@"
+	for _ in $(seq 50); do
+		[ -S "$SOCK" ] && [ -s "$TMP/redis.pid" ] && return 0
+		sleep 0.1
+	done
+	echo "redis-server did not start"; cat "$TMP/redis.log"; return 1
+}
+
+rcli() { redis-cli -s "$SOCK" "$@"; }
+
+@test "redis: the README's example decides the same as on a file" {
+	start_redis
+	for n in 1 2 3; do at 1000 consume login:alice --limit 3/60s; done
+	run --separate-stderr at 1000 consume login:alice --limit 3/60s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 20 ]
+	run at 1020 consume login:alice --limit 3/60s
+	[ "$status" -eq 0 ]
+	# the state is where the man page says, and expires on its own
+	[ "$(rcli type throttle:k:login:alice)" = hash ]
+	ttl=$(rcli pttl throttle:k:login:alice)
+	[ "$ttl" -gt 60000 ] && [ "$ttl" -le 120000 ]
+}
+
+@test "redis: a throttled consume and a check change nothing" {
+	start_redis
+	at 1000 consume k --limit 1/1m
+	before=$(rcli hgetall throttle:k:k)
+	run at 1001 consume k --limit 1/1m
+	[ "$status" -eq 1 ]
+	run at 1001 check k --limit 1/1m
+	[ "$status" -eq 1 ]
+	[ "$(rcli hgetall throttle:k:k)" = "$before" ]
+}
+
+@test "redis: time is the server's unless THROTTLE_NOW pins it" {
+	start_redis
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1h --format json
+	[ "$status" -eq 0 ]
+	server=$(rcli time | head -1)
+	stored=$(rcli hget throttle:k:k 0 | awk '{ print $6 }')
+	# the key's TAT is one interval (1h) after the server's now
+	[ $((stored / 1000000 - server)) -ge 3590 ]
+	[ $((stored / 1000000 - server)) -le 3600 ]
+}
+
+@test "redis: 20 processes racing on one key admit exactly the limit" {
+	start_redis
+	for n in $(seq 20); do
+		(set +e; for m in 1 2 3 4 5; do
+			THROTTLE_NOW=1000 "$THROTTLE" -q consume race --limit 37/1h
+			echo $?
+		done >"out$n") &
+	done
+	wait
+	[ "$(cat out* | grep -c '^0$')" -eq 37 ]
+	[ "$(cat out* | grep -c '^1$')" -eq 63 ]
+}
+
+@test "redis: concurrency slots hold across processes" {
+	start_redis
+	for n in $(seq 10); do
+		("$THROTTLE" acquire ci --concurrency 3 --ttl 1m >"lease$n" 2>/dev/null; echo $? >"rc$n") &
+	done
+	wait
+	[ "$(cat rc* | grep -c '^0$')" -eq 3 ]
+	[ "$(rcli hlen throttle:l:ci)" -eq 3 ]
+	lease=$(cat lease* | head -1)
+	"$THROTTLE" release ci --lease "$lease"
+	[ "$(rcli hlen throttle:l:ci)" -eq 2 ]
+}
+
+@test "redis: server down, timeout, refused password: exit 3 naming the server, never the password" {
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"unix://$SOCK"*"cannot connect"* ]]
+	run "$THROTTLE" consume k --limit 1/1s --on-error allow
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" consume k --limit 1/1s --on-error deny
+	[ "$status" -eq 1 ]
+
+	start_redis --requirepass s3cret
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	run --separate-stderr "$THROTTLE" --db "redis://:wrong@localhost:1/0" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"redis://localhost:1/0"* ]]
+	[[ "$stderr" != *wrong* ]]
+
+	# a server that stops answering: the URL's timeout, then exit 3
+	kill -STOP "$(cat "$TMP/redis.pid")"
+	start=$(date +%s%N)
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK?timeout=300ms" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[ $((($(date +%s%N) - start) / 1000000)) -lt 3000 ]
+	kill -CONT "$(cat "$TMP/redis.pid")"
+}
+
+@test "redis: a password in the URL logs in; a wrong one is refused without showing it" {
+	start_redis --requirepass 's3 cret'
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK?password=s3%20cret" consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK?password=wrong" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"refused the user name or password"* ]]
+	[[ "$stderr" != *wrong* ]]
+}
+
+@test "redis: a key of the wrong type or a value throttle never writes is refused, exit 3" {
+	start_redis
+	rcli set throttle:k:k hello >/dev/null
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"holds something throttle did not write"* ]]
+	[ "$(rcli get throttle:k:k)" = hello ]
+	rcli hset throttle:k:j 0 "gcra 1 2 three" >/dev/null
+	run --separate-stderr "$THROTTLE" consume j --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"written by something else"* ]]
+	[ "$(rcli hget throttle:k:j 0)" = "gcra 1 2 three" ]
+	run "$THROTTLE" reset j
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" consume j --limit 1/1s
+	[ "$status" -eq 0 ]
+}
+
+@test "redis: ?prefix= keeps throttles apart; rediss:// and bad URLs are usage errors" {
+	start_redis
+	"$THROTTLE" --db "unix://$SOCK?prefix=a:" consume k --limit 1/1h
+	run "$THROTTLE" --db "unix://$SOCK?prefix=b:" consume k --limit 1/1h
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" --db "unix://$SOCK?prefix=a:" consume k --limit 1/1h
+	[ "$status" -eq 1 ]
+	[ "$(rcli exists a:k:k b:k:k)" = 2 ]
+	run --separate-stderr "$THROTTLE" --db "rediss://localhost" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"TLS"* ]]
+	run --separate-stderr "$THROTTLE" --db "redis://localhost:99999" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"port"* ]]
+}
+
+@test "redis: killing the server mid-run gives exit 3, never a false allowed" {
+	start_redis
+	for n in 1 2 3 4; do
+		(set +e; for m in $(seq 60); do
+			THROTTLE_NOW=1000 "$THROTTLE" -q consume k --limit 50/1h 2>/dev/null
+			echo $?
+			sleep 0.01
+		done >"out$n") &
+	done
+	sleep 0.5
+	kill -9 "$(cat "$TMP/redis.pid")"
+	wait
+	rm -f "$TMP/redis.pid"
+	# every answer is allowed, refused or a store error, and no more
+	# than the limit was allowed
+	[ "$(cat out* | grep -vc '^[013]$')" -eq 0 ]
+	[ "$(cat out* | grep -c '^0$')" -le 50 ]
+	[ "$(cat out* | grep -c '^3$')" -gt 0 ]
+	run "$THROTTLE" consume k --limit 50/1h
+	[ "$status" -eq 3 ]
+}
+
+@test "redis: inspect, gc, policies and batch work on the server" {
+	start_redis
+	"$THROTTLE" policy set login --limit 2/1m
+	run "$THROTTLE" policy list
+	[ "$output" = "login --limit 2/1m" ]
+	at 1000 consume login:bob
+	at 1000 consume login:bob
+	run at 1000 consume login:bob
+	[ "$status" -eq 1 ]
+	run at 1000 inspect --names
+	[ "$output" = "login:bob" ]
+	run at 5000 gc --format json
+	[ "$output" = '{"keys":1,"leases":0}' ]
+	[ "$(rcli exists throttle:k:login:bob)" = 0 ]
+	printf '%s\n' "consume 'a b' --limit 1/1m" "consume 'a b' --limit 1/1m" |
+	    at 1000 batch >out
+	[ "$(sed -n 1p out | jget exit)" = 0 ]
+	[ "$(sed -n 2p out | jget exit)" = 1 ]
+}
