@@ -206,7 +206,7 @@ bench/floor-shared: bench/floor.c
 	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ bench/floor.c \
 	    -lsqlite3
 bench/throttle-shared: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $(OBJS) -lsqlite3 $(LIBS)
+	$(CC) $(LDFLAGS) -o $@ $(OBJS) -lsqlite3 $(REDIS_LIBS) $(LIBS)
 bench: throttle $(BENCH_BINS)
 	bash bench/run $(BENCH_ARGS)
 

@@ -380,12 +380,15 @@ decode(struct rs *rs, const char *val, size_t vlen, struct keyrec *rec)
 	if (*nl != '\n')
 		goto bad;
 	nl++;
-	if ((n = slots_decode((const unsigned char *)nl,
-		 (size_t)(val + vlen - nl), NULL, 0)) < 0)
+	vlen = (size_t)(val + vlen - nl); /* the sub-windows' bytes */
+	rec->state.slots = xcalloc(vlen / 2 + 1, sizeof(struct slot));
+	if ((n = slots_decode((const unsigned char *)nl, vlen, rec->state.slots,
+		 vlen / 2 + 1)) < 0) {
+		free(rec->state.slots);
+		rec->state.slots = NULL;
 		goto bad;
-	rec->state.slots = xcalloc((size_t)n + 1, sizeof(struct slot));
-	rec->state.nslots = (size_t)slots_decode((const unsigned char *)nl,
-	    (size_t)(val + vlen - nl), rec->state.slots, (size_t)n);
+	}
+	rec->state.nslots = (size_t)n;
 	return 0;
 bad:
 	set_err(rs,

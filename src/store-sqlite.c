@@ -784,16 +784,18 @@ decode_slots(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 		return 0;
 	blob = sqlite3_column_blob(stmt, col);
 	len = (size_t)sqlite3_column_bytes(stmt, col);
-	if ((n = slots_decode(blob, len, NULL, 0)) < 0) {
+	/* one pass: a sub-window takes at least two bytes */
+	rec->state.slots = xcalloc(len / 2 + 1, sizeof(struct slot));
+	if ((n = slots_decode(blob, len, rec->state.slots, len / 2 + 1)) < 0) {
+		free(rec->state.slots);
+		rec->state.slots = NULL;
 		set_err(sq,
 		    "holds a key whose sub-windows are not in "
 		    "throttle's encoding; the file was edited by "
 		    "something else");
 		return -1;
 	}
-	rec->state.slots = xcalloc((size_t)n + 1, sizeof(struct slot));
-	rec->state.nslots =
-	    (size_t)slots_decode(blob, len, rec->state.slots, (size_t)n);
+	rec->state.nslots = (size_t)n;
 	return 0;
 }
 
