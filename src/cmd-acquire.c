@@ -303,5 +303,6 @@ const struct cmd_entry cmd_acquire_entry = {
 	.min_args = 1,
 	.max_args = 1,
 	.operand_is_key = 1,
+	.in_batch = 1,
 	.exec = acquire_exec,
 };

@@ -197,17 +197,11 @@ answer_error(struct group *g, const char *key, size_t keylen, const char *msg,
 static const char *
 refused_here(const struct opts *o, const struct cmd_entry *c)
 {
-	static const char *const ok[] = { "consume", "check", "release",
-		"reset", "acquire", "renew", "shed", "inspect", NULL };
 	int i;
 
-	for (i = 0; ok[i] != NULL; i++)
-		if (strcmp(c->name, ok[i]) == 0)
-			break;
-	if (ok[i] == NULL)
-		return "is not a batch request (consume, check, release, "
-		       "reset, acquire, renew, shed or inspect KEY are); run "
-		       "it on its own";
+	if (!c->in_batch)
+		return "is not a batch request (throttle(1) lists those that "
+		       "are); run it on its own";
 	for (i = 0; i < o->ngiven; i++) {
 		const char *n = option_name(o->given[i]);
 

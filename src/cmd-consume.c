@@ -343,6 +343,7 @@ const struct cmd_entry cmd_consume_entry = {
 	.max_args = 1,
 	.operand_is_key = 1,
 	.uses_policy = 1,
+	.in_batch = 1,
 	.exec = consume_exec,
 };
 
@@ -355,5 +356,6 @@ const struct cmd_entry cmd_check_entry = {
 	.max_args = 1,
 	.operand_is_key = 1,
 	.uses_policy = 1,
+	.in_batch = 1,
 	.exec = check_exec,
 };

@@ -167,5 +167,6 @@ const struct cmd_entry cmd_inspect_entry = {
 	.min_args = 0,
 	.max_args = 1,
 	.operand_is_key = 1,
+	.in_batch = 1,
 	.exec = inspect_exec,
 };

@@ -241,6 +241,7 @@ struct cmd_entry {
 	int operand_is_key;
 	int takes_command; /* run: KEY -- COMMAND [ARGS...] */
 	int uses_policy; /* a key without limit options uses its policy */
+	int in_batch; /* may be a request of throttle batch */
 	int (*exec)(struct opts *);
 };
 
