@@ -24,8 +24,12 @@ SQLITE_A =	$(firstword $(wildcard $(SQLITE_LIBDIR)/libsqlite3.a \
 		    /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/libsqlite3.a \
 		    /usr/lib/libsqlite3.a /usr/local/lib/libsqlite3.a))
 ifeq ($(SQLITE)$(if $(SQLITE_A),,none),static)
-SQLITE_LIBS =	$(SQLITE_A) $(shell $(PKG_CONFIG) --static --libs-only-l \
-		    sqlite3 2>/dev/null | sed 's/-lsqlite3//' || echo -lm)
+# SQLite's own needs (libm; threads and dlopen are in libc), whatever
+# pkg-config says or whether it is installed at all: Debian's sqlite3.pc
+# also lists -lz, which the library never calls, and a machine with only
+# gcc, make and libsqlite3-dev has no zlib to link.
+SQLITE_LIBS =	$(SQLITE_A) $(filter-out -lsqlite3 -lz,$(shell $(PKG_CONFIG) \
+		    --static --libs-only-l sqlite3 2>/dev/null)) -lm
 else
 SQLITE_LIBS =	$(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3)
 endif
