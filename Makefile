@@ -64,7 +64,8 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
 		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o src/faultvfs.o \
 		$(REDIS_OBJS) $(PURE)
-UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows
+UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
+		tests/unit/test-property
 
 all: throttle
 
@@ -84,17 +85,9 @@ src/store-sqlite.o: src/store-sqlite.c src/throttle.h
 
 $(OBJS): src/throttle.h
 
-tests/unit/test-parse: tests/unit/test-parse.c tests/unit/unit.h $(PURE)
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
-	    tests/unit/test-parse.c $(PURE)
-
-tests/unit/test-gcra: tests/unit/test-gcra.c tests/unit/unit.h $(PURE)
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
-	    tests/unit/test-gcra.c $(PURE)
-
-tests/unit/test-windows: tests/unit/test-windows.c tests/unit/unit.h $(PURE)
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ \
-	    tests/unit/test-windows.c $(PURE)
+# One rule for every unit test of the pure layer.
+tests/unit/test-%: tests/unit/test-%.c tests/unit/unit.h $(PURE)
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ $< $(PURE)
 
 # Every test: C unit tests of the pure layer, then the bats suites through
 # the binary.  The last line is "N passed, N failed, N skipped".

@@ -2,8 +2,10 @@
  * fuzz-state.c: libFuzzer harness for the decoding of a key's stored
  * state.  A state file edited by someone else must be refused, never
  * trusted into undefined behaviour: whatever the decoder and the record
- * check accept, every algorithm must then decide, release and convert on
- * without a sanitizer report.
+ * check accept, every algorithm must then decide, release, convert and
+ * shift on without a sanitizer report, and:
+ *	- every state it writes passes its own valid() (abort otherwise);
+ *	- a refusal hands back the state exactly as it was.
  *
  * Input: 1 byte algorithm, 4 x 8 bytes count, period, burst, granularity,
  * 3 x 8 bytes state, 8 bytes now, 8 bytes cost, then the slots blob.
@@ -26,6 +28,23 @@ get64(const uint8_t *p)
 
 	memcpy(&v, p, sizeof(v));
 	return (int64_t)v;
+}
+
+static void
+must_be_valid(const struct limit *l, const struct kstate *s)
+{
+	if (l->algo->valid(l, s) == -1)
+		abort(); /* the algorithm wrote a state it refuses */
+}
+
+static int
+same_state(const struct kstate *a, const struct kstate *b)
+{
+	return memcmp(a->v, b->v, sizeof(a->v)) == 0 &&
+	    a->nslots == b->nslots &&
+	    (a->nslots == 0 ||
+		memcmp(a->slots, b->slots, a->nslots * sizeof(*a->slots)) ==
+		    0);
 }
 
 int
@@ -66,14 +85,25 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&next, 0, sizeof(next));
 	next.slots = room;
 	rec.limit.algo->decide(&rec.limit, &rec.state, now, cost, &d, &next);
+	if (d.allowed)
+		must_be_valid(&rec.limit, &next);
+	else if (!same_state(&rec.state, &next))
+		abort(); /* a refusal changed the state */
 	next.nslots = 0;
 	rec.limit.algo->release(&rec.limit, &rec.state, now, cost, &next);
+	must_be_valid(&rec.limit, &next);
 	other = rec.limit;
 	other.count = rec.limit.count / 2 + 1;
 	other.burst = other.count;
 	if (limit_validate(&other, &err) == 0) {
 		next.nslots = 0;
 		rec.limit.algo->convert(&rec.limit, &other, &rec.state, &next);
+		must_be_valid(&other, &next);
 	}
+	/* the same state saved later than now: moved back, still valid */
+	rec.written_at = now < TIME_MAX - 1 ? now + 1 + (int64_t)(cost % 1000) : now;
+	next.nslots = 0;
+	limit_carry(&rec.limit, &rec, 1, now, &next);
+	must_be_valid(&rec.limit, &next);
 	return 0;
 }

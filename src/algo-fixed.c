@@ -18,7 +18,9 @@
  *	2. retry_after and reset_after are the time until the window ends:
  *	   at that instant a request starts a new window and is allowed.
  *	3. A clock that steps back keeps the window running (now < end), so
- *	   it can only refuse more.
+ *	   it can only refuse more; shift() moves the window's end back with
+ *	   the clock, so it never runs longer than PERIOD from now.
+ *	4. A smaller limit keeps the window, its count capped at the new N.
  */
 #include "throttle.h"
 
@@ -61,14 +63,28 @@ fixed_release(const struct limit *l, const struct kstate *s, int64_t now,
 	next->v[1] = s->v[1] - cost;
 }
 
-/* The window keeps its end and its count across a change of limit. */
+/* The window keeps its end and its count (at most N) across a change. */
 static void
 fixed_convert(const struct limit *old, const struct limit *new,
     const struct kstate *s, struct kstate *next)
 {
 	(void)old;
-	(void)new;
 	algo_copy_fields(next, s);
+	if (next->v[1] > new->count)
+		next->v[1] = new->count;
+}
+
+static void
+fixed_shift(const struct limit *l, struct kstate *s, int64_t delta)
+{
+	(void)l;
+	if (s->v[1] == 0)
+		return;
+	if ((i128)s->v[0] + delta <= 0) {
+		s->v[0] = s->v[1] = 0; /* it ended before the epoch */
+		return;
+	}
+	s->v[0] += delta;
 }
 
 static int
@@ -90,4 +106,5 @@ const struct algo algo_fixed = {
 	.release = fixed_release,
 	.convert = fixed_convert,
 	.valid = fixed_valid,
+	.shift = fixed_shift,
 };

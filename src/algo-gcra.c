@@ -23,7 +23,9 @@
  *	3. retry_after is rounded up to the microsecond, so waiting exactly
  *	   that long succeeds; remaining is rounded down.
  *	4. A clock that steps back only makes TAT look further away: it can
- *	   refuse more, never admit more.
+ *	   refuse more, never admit more.  shift() (called by limit_carry()
+ *	   when a key was saved at a later time than now) moves TAT back by
+ *	   the step, so the wait is never longer than it was when saved.
  */
 #include "throttle.h"
 
@@ -98,6 +100,14 @@ gcra_convert(const struct limit *old, const struct limit *new,
 	}
 }
 
+static void
+gcra_shift(const struct limit *l, struct kstate *s, int64_t delta)
+{
+	i128 tat = tat_ticks(l, s) + (i128)delta * l->count;
+
+	set_tat(l, tat < 0 ? 0 : tat, s);
+}
+
 static int
 gcra_valid(const struct limit *l, const struct kstate *s)
 {
@@ -116,4 +126,5 @@ const struct algo algo_gcra = {
 	.release = gcra_release,
 	.convert = gcra_convert,
 	.valid = gcra_valid,
+	.shift = gcra_shift,
 };

@@ -27,6 +27,9 @@
  *	   it later from the older time gives the same bucket.)
  *	2. A request is allowed the instant the bucket holds its cost.
  *	3. A key whose bucket is full is saved as at rest (all zero).
+ *	4. A state whose time is later than now (a clock that stepped back,
+ *	   racing callers) is taken as written now: the bucket never earns
+ *	   negative time, so it never falls below -N * PERIOD.
  */
 #include "throttle.h"
 
@@ -50,6 +53,8 @@ advance(const struct limit *l, const struct kstate *s, int64_t now)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
 
+	if (h.mode != AT_REST && h.time > now)
+		h.time = now;
 	if (h.mode == SMOOTH) {
 		h.bucket += ((i128)now - h.time) * l->count;
 		h.time = now;
@@ -163,6 +168,15 @@ hybrid_convert(const struct limit *old, const struct limit *new,
 	save(new, &h, next);
 }
 
+static void
+hybrid_shift(const struct limit *l, struct kstate *s, int64_t delta)
+{
+	(void)l;
+	if (s->v[0] == AT_REST)
+		return;
+	s->v[1] = (i128)s->v[1] + delta < 0 ? 0 : s->v[1] + delta;
+}
+
 static int
 hybrid_valid(const struct limit *l, const struct kstate *s)
 {
@@ -199,4 +213,5 @@ const struct algo algo_hybrid = {
 	.release = hybrid_release,
 	.convert = hybrid_convert,
 	.valid = hybrid_valid,
+	.shift = hybrid_shift,
 };

@@ -20,7 +20,10 @@
  *	3. A clock that steps back finds every unit still counting, and new
  *	   units are added to the newest sub-window rather than an older one,
  *	   so they slide out no sooner than they should: it can only refuse
- *	   more.
+ *	   more.  shift() moves the sub-windows back with the clock (rounding
+ *	   so that none slides out sooner than it would have).
+ *	4. A smaller limit keeps every unit: the total may exceed the new N
+ *	   until enough have slid out.
  */
 #include "throttle.h"
 
@@ -153,6 +156,23 @@ sliding_convert(const struct limit *old, const struct limit *new,
 	}
 }
 
+static void
+sliding_shift(const struct limit *l, struct kstate *s, int64_t delta)
+{
+	/* ceil(delta / G): sub-windows move back by no more than delta */
+	i128 q = delta >= 0 ? ((i128)delta + l->granularity - 1) / l->granularity
+			    : -((-(i128)delta) / l->granularity);
+	size_t i, n = 0;
+
+	for (i = 0; i < s->nslots; i++) {
+		if ((i128)s->slots[i].index + q < 0)
+			continue; /* slid out before the epoch */
+		s->slots[n].index = (int64_t)(s->slots[i].index + q);
+		s->slots[n++].count = s->slots[i].count;
+	}
+	s->nslots = n;
+}
+
 static int
 sliding_valid(const struct limit *l, const struct kstate *s)
 {
@@ -171,7 +191,7 @@ sliding_valid(const struct limit *l, const struct kstate *s)
 		prev = s->slots[i].index;
 		total += s->slots[i].count;
 	}
-	return total <= l->count ? 0 : -1;
+	return total <= INT64_MAX ? 0 : -1;
 }
 
 static int
@@ -220,4 +240,5 @@ const struct algo algo_sliding = {
 	.release = sliding_release,
 	.convert = sliding_convert,
 	.valid = sliding_valid,
+	.shift = sliding_shift,
 };

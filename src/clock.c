@@ -32,6 +32,15 @@ clock_now(int64_t *now, const char **errstr)
 	return 0;
 }
 
+/* Nonzero if THROTTLE_NOW pins the clock (tests and replays). */
+int
+clock_pinned(void)
+{
+	const char *s = getenv("THROTTLE_NOW");
+
+	return s != NULL && *s != '\0';
+}
+
 /* Microseconds on the monotonic clock, for waits that clock steps spare. */
 int64_t
 clock_monotonic(void)

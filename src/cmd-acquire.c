@@ -96,17 +96,19 @@ cmd_acquire_scan(const struct opts *o, struct store *st, int write,
 }
 
 /*
- * Try to take a slot for the command's key, owned by pid (0: none) with a
- * time to live of ttl (0: none).  1 taken (*l filled), 0 all held, or an
- * exit code already reported (negated, minus one) on a store error.
+ * Try to take a slot for the command's key, owned by who->pid (0: none;
+ * and while it lives, who->pgid's process group) with a time to live of
+ * ttl (0: none).  1 taken (*l filled), 0 all held, or -1 with the exit
+ * code of an error already reported in *rc.
  */
 int
-cmd_acquire_take(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
-    int64_t *active, int64_t *soonest, int *rc)
+cmd_acquire_take(struct opts *o, const struct lease *who, int64_t ttl,
+    struct lease *l, int64_t *active, int64_t *soonest, int *rc)
 {
 	struct store *st;
 	struct host me;
-	int64_t reserve;
+	char err[STORE_ERR_MAX];
+	int64_t reserve, pid = who->pid;
 	int taken, r;
 
 	reserve = o->has_reserve
@@ -116,9 +118,16 @@ cmd_acquire_take(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
 		return -1;
 	host_self(&me);
 	for (;;) {
-		if (store_begin(st, 1) == -1 ||
-		    cmd_acquire_scan(o, st, 1, NULL, active, soonest, NULL) ==
-			-1) {
+		if (store_begin(st, 1) == -1) {
+			*rc = cmd_fail(o, st, store_error(st));
+			return -1;
+		}
+		if (cmd_now(o, st, err, sizeof(err)) == -1) {
+			*rc = cmd_fail(o, st, err);
+			return -1;
+		}
+		if (cmd_acquire_scan(o, st, 1, NULL, active, soonest, NULL) ==
+		    -1) {
 			*rc = cmd_fail(o, st, store_error(st));
 			return -1;
 		}
@@ -132,6 +141,8 @@ cmd_acquire_take(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
 			l->ttl = ttl;
 			l->expires = ttl > 0 ? o->now + ttl : 0;
 			l->pid = pid;
+			l->pgid = who->pgid;
+			l->pgid_start = who->pgid_start;
 			if (pid > 0 &&
 			    host_pid_start(pid, &l->pid_start) == -1) {
 				/* it ended since acquire looked */
@@ -169,14 +180,14 @@ cmd_acquire_take(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
  * wake at once.
  */
 int
-cmd_acquire_wait(struct opts *o, int64_t pid, int64_t ttl, struct lease *l,
-    int64_t *active, int64_t *soonest, int *rc)
+cmd_acquire_wait(struct opts *o, const struct lease *who, int64_t ttl,
+    struct lease *l, int64_t *active, int64_t *soonest, int *rc)
 {
 	int64_t start = o->now, mono0 = clock_monotonic(), waited, nap;
 	int taken, sig;
 
 	for (;;) {
-		taken = cmd_acquire_take(o, pid, ttl, l, active, soonest, rc);
+		taken = cmd_acquire_take(o, who, ttl, l, active, soonest, rc);
 		if (taken != 0 || !o->has_wait)
 			return taken;
 		waited = clock_monotonic() - mono0;
@@ -237,7 +248,7 @@ cmd_acquire_refused(const struct opts *o, int64_t active)
 static int
 acquire_exec(struct opts *o)
 {
-	struct lease l;
+	struct lease l, who;
 	int64_t active, soonest;
 	int taken, rc = 0;
 
@@ -255,8 +266,9 @@ acquire_exec(struct opts *o)
 			    "--owner: no process %lld on this host",
 			    (long long)o->owner);
 	}
-	taken = cmd_acquire_wait(o, o->has_owner ? o->owner : 0, o->ttl, &l,
-	    &active, &soonest, &rc);
+	memset(&who, 0, sizeof(who));
+	who.pid = o->has_owner ? o->owner : 0;
+	taken = cmd_acquire_wait(o, &who, o->ttl, &l, &active, &soonest, &rc);
 	if (taken < 0)
 		return rc;
 	if (taken && o->format == FORMAT_TEXT) {

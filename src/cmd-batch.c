@@ -50,6 +50,7 @@ struct reader {
 	int eof;
 	int skip; /* skipping the rest of a line that is too long */
 	int toolong; /* the line just returned was too long */
+	size_t linelen; /* bytes in the line just returned */
 };
 
 /* An answer waiting for its group's COMMIT. */
@@ -109,6 +110,7 @@ next_line(struct reader *r, int block, long *lineno)
 			if (nl == NULL)
 				nl = r->buf + r->len; /* cap > len */
 			*nl = '\0';
+			r->linelen = (size_t)(nl - line);
 			r->off = (size_t)(nl - r->buf) + 1;
 			if (r->off > r->len)
 				r->off = r->len;
@@ -390,7 +392,8 @@ batch_exec(struct opts *o)
 	}
 	o->store = st;
 	while ((line = next_line(&r, 1, &lineno)) != NULL) {
-		if (!r.toolong && line[strspn(line, " \t\r")] == '\0')
+		if (!r.toolong && line[strspn(line, " \t\r")] == '\0' &&
+		    memchr(line, '\0', r.linelen) == NULL)
 			continue; /* blank: no answer, no transaction */
 		if (store_group_begin(st) == -1) {
 			/* the lock or the file: answer this line, go on */
@@ -411,6 +414,15 @@ batch_exec(struct opts *o)
 					"bytes; it was skipped",
 				    lineno, LINE_MAX_BYTES);
 				answer_error(&g, "", 0, "the line is too long",
+				    EXIT_USAGE);
+			} else if (memchr(line, '\0', r.linelen) != NULL) {
+				/* it would read as the line cut short there */
+				log_msg("batch: line %ld holds a NUL byte; it "
+					"was not decided",
+				    lineno);
+				answer_error(&g, "", 0,
+				    "the line holds a NUL byte, which no request "
+				    "can; it was not decided",
 				    EXIT_USAGE);
 			} else
 				request(o, line, lineno, &g, mem, &membuf);

@@ -45,20 +45,34 @@ combine(const struct work *w, int n, struct decision *d)
 	}
 }
 
-/* Decide every limit for cost at time at; 0, or -1 with a message. */
+/* Load every limit of the key, then read the decision's time. */
 static int
-decide_all(struct opts *o, struct store *st, int64_t at, int64_t cost,
-    struct work *w, char *err, size_t errlen)
+load_all(struct opts *o, struct store *st, struct work *w, char *err,
+    size_t errlen)
+{
+	int i;
+
+	for (i = 0; i < o->nlimits; i++)
+		if (cmd_prepare(o, st, i, &w[i], err, errlen) == -1)
+			return -1;
+	if (cmd_now(o, st, err, errlen) == -1)
+		return -1;
+	for (i = 0; i < o->nlimits; i++)
+		cmd_carry(o, &w[i]);
+	return 0;
+}
+
+/* Decide every limit for cost at time at. */
+static void
+decide_all(struct opts *o, int64_t at, int64_t cost, struct work *w)
 {
 	int i;
 
 	for (i = 0; i < o->nlimits; i++) {
-		if (cmd_prepare(o, st, i, &w[i], err, errlen) == -1)
-			return -1;
+		w[i].next.nslots = 0;
 		w[i].lim.algo->decide(&w[i].lim, &w[i].cur, at, cost, &w[i].d,
 		    &w[i].next);
 	}
-	return 0;
 }
 
 static int
@@ -99,57 +113,75 @@ usable(struct opts *o, int dry)
 }
 
 /*
- * Decide on the command's key at time at under its limits and, unless dry,
- * commit.  With reserve >= -1 (a bound on the wait, -1 none), a refused
- * GCRA request that would be allowed within it is reserved instead:
- * d->allowed is 1 and d->retry_after says how long to sleep first.
- * 0 with w and *d filled, or -1 with the exit code of an already reported
- * store error in *rc.
+ * The key's lockout as it stands at now: one saved at a later time (the
+ * clock was ahead, or stepped back) is moved back by the difference, so it
+ * never lasts longer than it did when it began.  1 if moved (save it).
+ */
+static int
+lockout_carry(struct lockout *k, int64_t now)
+{
+	int64_t back;
+
+	if (k->until == 0 || k->since <= now)
+		return 0;
+	back = k->since - now;
+	if (k->until != LOCKOUT_NEVER)
+		k->until = k->until - back > now ? k->until - back : now;
+	k->since = now;
+	return 1;
+}
+
+/*
+ * Decide on the command's key at its time (read once the transaction has
+ * begun) under its limits and, unless dry, commit.  With reserve >= -1 (a
+ * bound on the wait, -1 none), a refused GCRA request that would be
+ * allowed within it is reserved instead: d->allowed is 1 and
+ * d->retry_after says how long to sleep first.  0 with w and *d filled, or
+ * -1 with the exit code of an already reported store error in *rc.
  */
 int
-cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
-    struct work *w, struct decision *d, int *rc)
+cmd_consume_decide(struct opts *o, int dry, int64_t reserve, struct work *w,
+    struct decision *d, int *rc)
 {
 	struct store *st;
+	struct lockout lk;
 	char err[STORE_ERR_MAX];
-	int64_t until, wait, t;
-	int i, r;
+	int64_t wait, t;
+	int i, r, locked, lk_moved;
 
 	if ((*rc = usable(o, dry)) != 0)
 		return -1;
 	if ((st = cmd_open(o, rc)) == NULL)
 		return -1;
 	for (;;) {
-		/* each try, after a store lost a race, decides afresh at "at" */
-		t = at;
-		until = 0; /* a lockout is read only where one applies */
+		/* each try, after a store lost a race, decides afresh */
+		memset(&lk, 0, sizeof(lk));
 		if (store_begin(st, !dry) == -1 ||
 		    (o->has_lockout &&
-			store_lockout_get(st, o->key, o->keylen, &until) ==
-			    -1)) {
+			store_lockout_get(st, o->key, o->keylen, &lk) == -1)) {
 			*rc = cmd_fail(o, st, store_error(st));
 			return -1;
 		}
-		/* locked out: show the key as it is, nothing charged */
-		if (decide_all(o, st, t,
-			o->has_lockout && until > t ? 0 : o->cost, w, err,
-			sizeof(err)) == -1) {
+		if (load_all(o, st, w, err, sizeof(err)) == -1) {
 			*rc = cmd_fail(o, st, err);
 			return -1;
 		}
+		t = o->now;
+		lk_moved = lockout_carry(&lk, t);
+		locked = lk.until > t;
+		/* locked out: show the key as it is, nothing charged */
+		decide_all(o, t, locked ? 0 : o->cost, w);
 		combine(w, o->nlimits, d);
-		if (o->has_lockout && until > t) {
+		if (locked) {
 			d->allowed = 0;
-			d->retry_after = until - t;
+			d->retry_after = lk.until == LOCKOUT_NEVER
+			    ? DURATION_MAX
+			    : lk.until - t;
 		} else if (!d->allowed && reserve >= -1 && all_gcra(o) &&
 		    (reserve == -1 || d->retry_after <= reserve)) {
 			/* the first instant every limit allows it */
 			wait = d->retry_after;
-			if (decide_all(o, st, t + wait, o->cost, w, err,
-				sizeof(err)) == -1) {
-				*rc = cmd_fail(o, st, err);
-				return -1;
-			}
+			decide_all(o, t + wait, o->cost, w);
 			combine(w, o->nlimits, d);
 			d->retry_after = wait;
 			t += wait;
@@ -169,12 +201,24 @@ cmd_consume_decide(struct opts *o, int dry, int64_t reserve, int64_t at,
 			if (w[o->nlimits - 1].rec.more &&
 			    store_trim(st, o->key, o->keylen, o->nlimits) == -1)
 				goto fail;
-		} else if (o->has_lockout && until <= t && o->lockout > 0) {
-			if (store_lockout_put(st, o->key, o->keylen,
-				t + o->lockout) == -1)
-				goto fail;
-			d->retry_after = d->reset_after = o->lockout;
+		} else {
+			/* refused: nothing is charged, but a state moved back
+			 * to the clock is kept, or it would move again */
+			for (i = 0; i < o->nlimits; i++)
+				if (w[i].moved &&
+				    cmd_save(o, st, i, &w[i].lim, &w[i].cur,
+					t + w[i].d.reset_after) == -1)
+					goto fail;
+			if (o->has_lockout && !locked && o->lockout > 0) {
+				lk.since = t;
+				lk.until = t + o->lockout;
+				lk_moved = 1;
+				d->retry_after = d->reset_after = o->lockout;
+			}
 		}
+		if (lk_moved &&
+		    store_lockout_put(st, o->key, o->keylen, &lk) == -1)
+			goto fail;
 		/* one write in TIDY_EVERY forgets TIDY_ROWS rows at rest:
 		 * the file stays bounded without anyone running gc, and a
 		 * decision rarely pays for it (a batch tidies per group) */
@@ -192,15 +236,23 @@ fail:
 	return -1;
 }
 
-/* Give back what a reservation took, when its wait was cut short. */
-static void
-unreserve(struct opts *o, struct work *w)
+static void free_work(struct work *);
+
+/*
+ * Give back --cost on each of the key's limits: what a reservation took
+ * when its wait was cut short, or what run charged for a command that
+ * could not be started.  A failure is only warned about.
+ */
+void
+cmd_consume_refund(struct opts *o)
 {
+	struct work w[LIMITS_MAX];
 	struct store *st;
 	struct kstate back;
 	char err[STORE_ERR_MAX];
 	int i, r, rc;
 
+	memset(w, 0, sizeof(w));
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return;
 	do {
@@ -209,16 +261,21 @@ unreserve(struct opts *o, struct work *w)
 		for (i = 0; i < o->nlimits; i++) {
 			if (cmd_prepare(o, st, i, &w[i], err, sizeof(err)) != 1)
 				continue;
+			cmd_carry(o, &w[i]);
 			back = w[i].next;
 			w[i].lim.algo->release(&w[i].lim, &w[i].cur, o->now,
 			    o->cost, &back);
 			cmd_save(o, st, i, &w[i].lim, &back, w[i].rec.rest_at);
 		}
-		if ((r = store_commit(st)) == -1)
+		if ((r = store_commit(st)) == -1) {
+			log_msg("%s; the units were not given back",
+			    store_error(st));
 			break;
+		}
 	} while (r == STORE_RETRY);
 	store_rollback(st);
 	store_close(st);
+	free_work(w);
 }
 
 static void
@@ -246,8 +303,8 @@ cmd_consume_wait(struct opts *o, int print, struct decision *out)
 	memset(w, 0, sizeof(w));
 	for (;;) {
 		left = o->wait_max < 0 ? -1 : o->wait_max - waited;
-		if (cmd_consume_decide(o, 0, o->has_wait ? left : -2, o->now, w,
-			&d, &rc) == -1) {
+		if (cmd_consume_decide(o, 0, o->has_wait ? left : -2, w, &d,
+			&rc) == -1) {
 			free_work(w);
 			return rc;
 		}
@@ -255,7 +312,7 @@ cmd_consume_wait(struct opts *o, int print, struct decision *out)
 			/* a reservation: sleep to it, or give it back */
 			if ((sig = clock_sleep(d.retry_after)) != 0) {
 				o->now = start + clock_monotonic() - mono0;
-				unreserve(o, w);
+				cmd_consume_refund(o);
 				free_work(w);
 				return 128 + sig;
 			}
@@ -303,7 +360,7 @@ decide_exec(struct opts *o, int dry)
 	int rc;
 
 	memset(w, 0, sizeof(w));
-	if (cmd_consume_decide(o, dry, -2, o->now, w, &d, &rc) == -1) {
+	if (cmd_consume_decide(o, dry, -2, w, &d, &rc) == -1) {
 		free_work(w);
 		return rc;
 	}
@@ -357,5 +414,6 @@ const struct cmd_entry cmd_check_entry = {
 	.operand_is_key = 1,
 	.uses_policy = 1,
 	.in_batch = 1,
+	.reads_only = 1,
 	.exec = check_exec,
 };

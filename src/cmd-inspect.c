@@ -23,23 +23,20 @@ show(const struct keyrec *rec, void *arg)
 	struct inspect_ctx *ctx = arg;
 	struct decision now, one;
 	struct kstate next = { 0 };
+	struct kstate cur = { 0 };
 	struct result r;
-	const char *why;
 
-	if (limit_check_record(rec, &why) == -1) {
-		snprintf(ctx->err, sizeof(ctx->err),
-		    "%s: a key %s, which "
-		    "throttle never writes; the file was edited by something "
-		    "else",
-		    ctx->o->dbname, why);
-		return -1;
-	}
-	next.slots = xcalloc(rec->state.nslots + 1, sizeof(*next.slots));
-	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 0, &now,
+	/* the key as it reads now (moved back if the clock was ahead) */
+	cur.slots = xcalloc(rec->state.nslots + 1, sizeof(*cur.slots));
+	next.slots = xcalloc(rec->state.nslots + 2, sizeof(*next.slots));
+	limit_carry(&rec->limit, rec, 1, ctx->o->now, &cur);
+	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 0, &now,
 	    &next);
-	rec->limit.algo->decide(&rec->limit, &rec->state, ctx->o->now, 1, &one,
+	next.nslots = 0;
+	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 1, &one,
 	    &next);
 	free(next.slots);
+	free(cur.slots);
 	memset(&r, 0, sizeof(r));
 	r.key = rec->key;
 	r.keylen = rec->keylen;
@@ -111,8 +108,6 @@ inspect_exec(struct opts *o)
 	if (o->names && o->key != NULL)
 		return cmd_usage(o,
 		    "inspect: --names lists every key; leave the key out");
-	if (o->names && !store_is_remote(o->db) && access(o->db, F_OK) == -1)
-		return EXIT_ALLOWED; /* no state file: no names, none created */
 	if ((st = cmd_open(o, &rc)) == NULL)
 		return rc;
 	if (store_begin(st, 0) == -1)
@@ -168,5 +163,6 @@ const struct cmd_entry cmd_inspect_entry = {
 	.max_args = 1,
 	.operand_is_key = 1,
 	.in_batch = 1,
+	.reads_only = 1,
 	.exec = inspect_exec,
 };

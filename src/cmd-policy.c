@@ -135,5 +135,6 @@ const struct cmd_entry cmd_policy_entry = {
 	.options = CMDOPT_POLICY,
 	.min_args = 1,
 	.max_args = 2,
+	.reads_only_with = "list show",
 	.exec = policy_exec,
 };

@@ -70,6 +70,10 @@ release_exec(struct opts *o)
 	for (;;) {
 		if (store_begin(st, 1) == -1)
 			goto fail;
+		if (cmd_now(o, st, err, sizeof(err)) == -1) {
+			rc = cmd_fail(o, st, err);
+			goto out;
+		}
 		for (n = 0; n < LIMITS_MAX; n++) {
 			if ((found = cmd_prepare(o, st, n, &w[n], err,
 				 sizeof(err))) == -1) {
@@ -78,6 +82,7 @@ release_exec(struct opts *o)
 			}
 			if (n >= o->nlimits && !found)
 				break;
+			cmd_carry(o, &w[n]);
 			back = w[n].next;
 			w[n].lim.algo->release(&w[n].lim, &w[n].cur, o->now,
 			    o->cost, &back);

@@ -4,23 +4,34 @@
  *
  *	1. With --limit (any algorithm): one unit (--cost) is consumed in its
  *	   own committed transaction, then throttle execs the command, which
- *	   takes its place: the status is the command's own.
- *	2. With --concurrency: a lease owned by this wrapper process is taken,
- *	   the command runs as a child, and the lease is released when the
- *	   child exits, whatever the reason.  No transaction and no descriptor
- *	   of the state file is open while the child runs: the store is closed
- *	   before the fork (and SQLite opens its files close-on-exec anyway).
+ *	   takes its place: the status is the command's own.  A command that
+ *	   cannot be executed (not found: 127, not executable: 126) gives its
+ *	   unit back before throttle exits.
+ *	2. With --concurrency: the command is started first, as a job in a
+ *	   process group of its own, and held before it execs; a lease naming
+ *	   this wrapper and the job's group is taken; then the job is let go,
+ *	   or, refused, told to exit unrun.  The slot is held while the
+ *	   wrapper lives and, after it, while any process of the job's group
+ *	   lives (host_owner_state()): a job's background processes,
+ *	   pipelines and grandchildren hold it too, even after a kill -9 of
+ *	   the wrapper.  A process that leaves the group (setsid, as daemons
+ *	   do) is no longer part of the job.  No transaction and no
+ *	   descriptor of the state file is open while the job runs (SQLite
+ *	   and hiredis descriptors are close-on-exec).
  *	3. SIGINT, SIGTERM and SIGHUP sent to the wrapper are passed on to the
- *	   child; the wrapper waits for it and exits with its status, or with
- *	   128 + N if signal N killed it.
- *	4. A wrapper killed with SIGKILL cannot release its lease, but the
- *	   lease names the wrapper as its owner (pid and start time), so the
- *	   next acquire on this host sees the owner gone and frees the slot.
- *	   On Linux the child gets SIGTERM when the wrapper dies
- *	   (PR_SET_PDEATHSIG), so no job runs on without its slot.
+ *	   job's group; the wrapper waits for the job and exits with its
+ *	   status, or with 128 + N if signal N killed it.
+ *	4. When the wrapper dies, the job's first process gets SIGTERM
+ *	   (PR_SET_PDEATHSIG, Linux); whatever of the job lives on keeps the
+ *	   slot until it ends.  A job that leaves processes in its group when
+ *	   its first process exits keeps the slot the same way, and the
+ *	   wrapper says so.
  *	5. When refused, the command does not run: exit 75 (EX_TEMPFAIL) or
  *	   --conflict-exit-code, with one line on stderr unless -q.
  *	6. The command gets stdout: run writes nothing there.
+ *	7. At a terminal, the job's group is the foreground group while it
+ *	   runs, as a shell would make it, so it can read the terminal and ^C
+ *	   reaches it.
  */
 #include <sys/wait.h>
 #ifdef __linux__
@@ -28,6 +39,7 @@
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,77 +49,178 @@
 #define EXIT_NOT_FOUND 127
 #define EXIT_CANNOT_RUN 126
 
-static volatile sig_atomic_t child;
+static volatile sig_atomic_t job_group;
 
 static void
 forward(int sig)
 {
-	if (child > 0)
-		kill((pid_t)child, sig);
+	if (job_group > 0)
+		kill(-(pid_t)job_group, sig);
 }
 
-static void
-exec_command(struct opts *o)
-{
-	execvp(o->command[0], o->command);
-	fprintf(stderr, "throttle: run: %s: %s\n", o->command[0],
-	    strerror(errno));
-	_exit(errno == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_RUN);
-}
-
-/* Run the command as a child, passing signals on; its exit status. */
+/* The exit status for a command that could not be executed. */
 static int
-run_child(struct opts *o)
+cannot_run(int err)
 {
-	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
-	struct sigaction sa;
-	sigset_t block, old;
-	pid_t parent = getpid(), pid;
-	int status, i;
+	return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND
+					       : EXIT_CANNOT_RUN;
+}
 
+/* A job started and held before its exec (start_job()). */
+struct job {
+	pid_t pid; /* its first process, and its process group */
+	int64_t start; /* when it started, ticks after boot */
+	int go; /* a byte lets it exec; closing it unwritten ends it */
+	int report; /* an errno if its exec failed, else end of file */
+	int tty; /* the terminal whose foreground it takes, or -1 */
+};
+
+static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP };
+
+/*
+ * Fork the job: in a process group of its own, held until j->go says.  0,
+ * or -1 (reported).  Until run_job(), a signal that ends the wrapper ends
+ * the held job too, unrun.
+ */
+static int
+start_job(struct opts *o, struct job *j)
+{
+	sigset_t block, old;
+	int go[2], report[2], err;
+	pid_t parent = getpid();
+	char c = 0;
+	size_t i;
+
+	memset(j, 0, sizeof(*j));
+	j->tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()
+	    ? STDIN_FILENO
+	    : -1;
+	if (pipe(go) == -1 || pipe(report) == -1) {
+		log_msg("run: cannot start %s: %s", o->command[0],
+		    strerror(errno));
+		return -1;
+	}
+	fcntl(go[1], F_SETFD, FD_CLOEXEC);
+	fcntl(report[0], F_SETFD, FD_CLOEXEC);
+	fcntl(report[1], F_SETFD, FD_CLOEXEC);
 	sigemptyset(&block);
-	for (i = 0; i < 3; i++)
-		sigaddset(&block, sigs[i]);
-	/* no signal may slip in between the fork and knowing the child */
+	for (i = 0; i < sizeof(forwarded) / sizeof(*forwarded); i++)
+		sigaddset(&block, forwarded[i]);
 	sigprocmask(SIG_BLOCK, &block, &old);
 	fflush(NULL);
-	if ((pid = fork()) == -1) {
+	if ((j->pid = fork()) == -1) {
 		log_msg("run: cannot start %s: %s", o->command[0],
 		    strerror(errno));
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		return EXIT_CANNOT_RUN;
+		return -1;
 	}
-	if (pid == 0) {
+	if (j->pid == 0) {
+		setpgid(0, 0);
 #ifdef __linux__
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
 			_exit(128 + SIGTERM); /* the wrapper is gone already */
 #endif
+		close(go[1]);
+		close(report[0]);
+		/* held until the wrapper has the slot; refused, or the
+		 * wrapper gone: end without running anything */
+		while (read(go[0], &c, 1) == -1 && errno == EINTR)
+			;
+		if (c != 'g')
+			_exit(0);
+		close(go[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		exec_command(o);
+		execvp(o->command[0], o->command);
+		err = errno;
+		fprintf(stderr, "throttle: run: %s: %s\n", o->command[0],
+		    strerror(err));
+		if (write(report[1], &err, sizeof(err)) == -1)
+			_exit(cannot_run(err));
+		_exit(cannot_run(err));
 	}
-	child = pid;
+	setpgid(j->pid, j->pid); /* also here: no race with the child's own */
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	close(go[0]);
+	close(report[1]);
+	j->go = go[1];
+	j->report = report[0];
+	if (host_pid_start(j->pid, &j->start) == -1)
+		j->start = 0;
+	return 0;
+}
+
+/* Make the terminal's foreground group g, as a shell does. */
+static void
+foreground(int tty, pid_t g)
+{
+	sigset_t ttou, old;
+
+	if (tty < 0)
+		return;
+	sigemptyset(&ttou);
+	sigaddset(&ttou, SIGTTOU);
+	sigprocmask(SIG_BLOCK, &ttou, &old);
+	tcsetpgrp(tty, g);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
+/*
+ * Let the held job run, pass signals on to its group, and wait for its
+ * first process: its exit status.  *ran is 0 if its exec failed.
+ */
+static int
+run_job(struct opts *o, struct job *j, int *ran)
+{
+	struct sigaction sa;
+	int status, err;
+	ssize_t n;
+	size_t i;
+
+	foreground(j->tty, j->pid);
+	job_group = j->pid;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = forward;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
-	for (i = 0; i < 3; i++)
-		sigaction(sigs[i], &sa, NULL);
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	while (waitpid(pid, &status, 0) == -1) {
+	for (i = 0; i < sizeof(forwarded) / sizeof(*forwarded); i++)
+		sigaction(forwarded[i], &sa, NULL);
+	while (write(j->go, "g", 1) == -1 && errno == EINTR)
+		;
+	close(j->go);
+	while ((n = read(j->report, &err, sizeof(err))) == -1 &&
+	    errno == EINTR)
+		;
+	close(j->report);
+	*ran = n != (ssize_t)sizeof(err);
+	while (waitpid(j->pid, &status, 0) == -1) {
 		if (errno != EINTR) {
 			log_msg("run: lost track of %s: %s", o->command[0],
 			    strerror(errno));
-			child = 0;
+			job_group = 0;
+			foreground(j->tty, getpgrp());
 			return EXIT_CANNOT_RUN;
 		}
 	}
-	child = 0;
+	job_group = 0;
+	foreground(j->tty, getpgrp());
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
 		return 128 + WTERMSIG(status);
 	return EXIT_CANNOT_RUN;
+}
+
+/* End a held job without running it. */
+static void
+cancel_job(struct job *j)
+{
+	int status;
+
+	close(j->go);
+	close(j->report);
+	while (waitpid(j->pid, &status, 0) == -1 && errno == EINTR)
+		;
 }
 
 /* Free the wrapper's lease; a failure only warns, the lease heals. */
@@ -118,7 +231,7 @@ release(const struct opts *o, const struct lease *l)
 	char err[STORE_ERR_MAX];
 	int rc;
 
-	if ((st = store_open(o->db, o->lock_timeout, err, sizeof(err))) ==
+	if ((st = store_open(o->db, o->lock_timeout, 0, err, sizeof(err))) ==
 	    NULL) {
 		log_msg("%s; lease %s frees itself once this process is gone",
 		    err, l->id);
@@ -148,38 +261,74 @@ refused(const struct opts *o, const char *why)
 	return o->conflict_exit_code;
 }
 
+/* --limit: consume, then become the command (or give the unit back). */
 static int
-run_exec(struct opts *o)
+run_limited(struct opts *o)
 {
 	struct decision d;
-	struct lease l;
-	int64_t active, soonest;
 	char why[64], t[32];
-	int rc, status;
+	int rc, err;
 
-	if ((o->nlimits > 0) == o->has_concurrency)
-		die_usage("run: give --limit (a rate) or --concurrency (a "
-			  "number of slots), one of them");
-	if (o->nlimits > 0) {
-		if ((rc = cmd_consume_wait(o, 0, &d)) != EXIT_ALLOWED &&
-		    rc != EXIT_REFUSED)
-			return rc;
-		if (!d.allowed) {
-			output_seconds(t, sizeof(t), d.retry_after);
-			snprintf(why, sizeof(why), "throttled, retry in %ss",
-			    t);
-			return refused(o, why);
-		}
-		fflush(NULL);
-		exec_command(o);
+	if ((rc = cmd_consume_wait(o, 0, &d)) != EXIT_ALLOWED &&
+	    rc != EXIT_REFUSED)
+		return rc;
+	if (!d.allowed) {
+		output_seconds(t, sizeof(t), d.retry_after);
+		snprintf(why, sizeof(why), "throttled, retry in %ss", t);
+		return refused(o, why);
 	}
+	fflush(NULL);
+	execvp(o->command[0], o->command);
+	err = errno;
+	log_msg("run: %s: %s; its unit is given back", o->command[0],
+	    strerror(err));
+	cmd_consume_refund(o);
+	return cannot_run(err);
+}
+
+/*
+ * Nonzero if processes of the job's group outlive its first process: given
+ * a moment to end (a signal passed on to the group may still be ending
+ * them), then taken as the job going on.
+ */
+static int
+group_lingers(const struct job *j)
+{
+	int i;
+
+	for (i = 0; i < 25; i++) {
+		if (!host_group_alive(j->pid, j->start))
+			return 0;
+		clock_sleep(10000);
+	}
+	return 1;
+}
+
+/* --concurrency: hold a slot while the job runs. */
+static int
+run_slotted(struct opts *o)
+{
+	struct lease l, who;
+	struct job j;
+	int64_t active, soonest;
+	char why[64];
+	int rc = 0, status, ran;
+
 	if (cmd_acquire_check(o, "run") != 0)
 		return EXIT_USAGE;
-	switch (cmd_acquire_wait(o, getpid(), o->has_ttl ? o->ttl : 0, &l,
+	if (start_job(o, &j) == -1)
+		return EXIT_CANNOT_RUN;
+	memset(&who, 0, sizeof(who));
+	who.pid = getpid();
+	who.pgid = j.pid;
+	who.pgid_start = j.start;
+	switch (cmd_acquire_wait(o, &who, o->has_ttl ? o->ttl : 0, &l,
 	    &active, &soonest, &rc)) {
 	case -1:
+		cancel_job(&j);
 		return rc;
 	case 0:
+		cancel_job(&j);
 		if (o->concurrency == 1)
 			snprintf(why, sizeof(why), "has its one slot held");
 		else
@@ -187,9 +336,25 @@ run_exec(struct opts *o)
 			    (long long)o->concurrency);
 		return refused(o, why);
 	}
-	status = run_child(o);
-	release(o, &l);
+	status = run_job(o, &j, &ran);
+	if (ran && group_lingers(&j)) {
+		if (!o->quiet)
+			log_key(o->key, o->keylen,
+			    ": %s left processes running in its process "
+			    "group %ld; the slot stays held until they end",
+			    o->command[0], (long)j.pid);
+	} else
+		release(o, &l);
 	return status;
+}
+
+static int
+run_exec(struct opts *o)
+{
+	if ((o->nlimits > 0) == o->has_concurrency)
+		die_usage("run: give --limit (a rate) or --concurrency (a "
+			  "number of slots), one of them");
+	return o->nlimits > 0 ? run_limited(o) : run_slotted(o);
 }
 
 const struct cmd_entry cmd_run_entry = {

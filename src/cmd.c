@@ -558,12 +558,13 @@ find_policy(struct opts *o, int *rc)
 	struct store *st;
 	char msg[STORE_ERR_MAX];
 	size_t n = o->keylen;
-	int found = 0;
+	int found = 0, ro;
 
-	if (!store_is_remote(o->db) && access(o->db, F_OK) == -1 &&
-	    errno == ENOENT)
-		return 0; /* no state file, no policies: do not create one */
-	if ((st = cmd_open(o, rc)) == NULL)
+	ro = o->read_only;
+	o->read_only = 1; /* looking a policy up never creates a file */
+	st = cmd_open(o, rc);
+	o->read_only = ro;
+	if (st == NULL)
 		return -1;
 	if (store_begin(st, 0) == -1) {
 		*rc = cmd_fail(o, st, store_error(st));
@@ -592,9 +593,9 @@ find_policy(struct opts *o, int *rc)
 	o->policy = name;
 	if (merge_policy(o, spec) == -1) {
 		snprintf(msg, sizeof(msg),
-		    "%.1000s: the policy '%.64s' holds options throttle never "
-		    "writes; the file was edited by something else (set the "
-		    "policy afresh with throttle policy set)",
+		    "%.1000s: the policy '%.64s' holds options this throttle "
+		    "cannot use (set the policy afresh with throttle policy "
+		    "set)",
 		    o->dbname, name);
 		*rc = state_error(o, msg);
 		return -1;
@@ -624,7 +625,14 @@ cmd_finish(struct opts *o, const struct cmd_entry *c, int *rc)
 		}
 		o->db = o->dbbuf;
 	}
+	if (store_check_spec(o->db, &err) == -1) {
+		*rc = cmd_usage(o, "--db: '%s' %s", o->db, err);
+		return -1;
+	}
 	store_display(o->db, o->dbname, sizeof(o->dbname));
+	o->read_only = c->reads_only ||
+	    (c->reads_only_with != NULL && o->operand != NULL &&
+		strstr(c->reads_only_with, o->operand) != NULL);
 	if (clock_now(&o->now, &err) == -1) {
 		*rc = cmd_usage(o, "THROTTLE_NOW: '%s' %s",
 		    getenv("THROTTLE_NOW"), err);
@@ -639,7 +647,7 @@ cmd_finish(struct opts *o, const struct cmd_entry *c, int *rc)
 			store_hold(o->store);
 			o->owned = o->store;
 		}
-		if ((env = getenv("THROTTLE_NOW")) == NULL || *env == '\0') {
+		if (!clock_pinned()) {
 			if (store_now(o->store, &o->now) == -1) {
 				*rc = state_error(o, store_error(o->store));
 				return -1;
@@ -667,49 +675,63 @@ cmd_open(const struct opts *o, int *rc)
 
 	if (o->store != NULL)
 		return o->store; /* a batch's, open for all its requests */
-	if ((st = store_open(o->db, o->lock_timeout, err, sizeof(err))) == NULL)
+	if ((st = store_open(o->db, o->lock_timeout,
+		 o->read_only ? STORE_READ : 0, err, sizeof(err))) == NULL)
 		*rc = state_error(o, err);
 	return st;
 }
 
 /*
  * Load the command's key: 1 found, 0 no state, -1 with a message in err.
- * A record throttle could not have written is refused, never decided on.
+ * The store refuses a record throttle could not have written.
  */
 int
 cmd_load(const struct opts *o, struct store *st, int idx, struct keyrec *rec,
     char *err, size_t errlen)
 {
-	const char *why;
-	FILE *fp;
 	int found;
 
-	if ((found = store_load(st, o->key, o->keylen, idx, rec)) == -1) {
+	if ((found = store_load(st, o->key, o->keylen, idx, rec)) == -1)
 		snprintf(err, errlen, "%s", store_error(st));
-		return -1;
-	}
-	if (found && limit_check_record(rec, &why) == -1) {
-		if ((fp = fmemopen(err, errlen, "w")) != NULL) {
-			fprintf(fp, "%s: the key '", o->dbname);
-			output_escape_text(fp, o->key, o->keylen);
-			fprintf(fp,
-			    "' %s, which throttle never writes; the "
-			    "file was edited by something else (throttle "
-			    "reset the key to start it afresh)",
-			    why);
-			fclose(fp);
-		}
-		return -1;
-	}
 	return found;
 }
 
 /*
+ * Read the time of a decision into o->now once its transaction has begun
+ * (and, on a store that checks at commit, once it has read what it
+ * decides on): decisions on one store then happen in the order of their
+ * times, so a state is never saved later than a decision that reads it,
+ * unless the clock itself stepped back.  The store's clock if it has one
+ * (a Redis server's), else this host's; THROTTLE_NOW pins it.  0, or -1
+ * with a message in err.
+ */
+int
+cmd_now(struct opts *o, struct store *st, char *err, size_t errlen)
+{
+	const char *why;
+
+	if (clock_pinned())
+		return 0; /* o->now is the pinned time (plus any --wait) */
+	if (store_now(st, &o->now) == 0)
+		return 0;
+	if (store_has_clock(st)) {
+		snprintf(err, errlen, "%s", store_error(st));
+		return -1;
+	}
+	if (clock_now(&o->now, &why) == -1) {
+		snprintf(err, errlen, "the clock %s", why);
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Load limit idx of the command's key and make ready to decide on it:
- * w->lim is the limit to use (--limit, else the key's own), w->cur the
- * state under it, and w->next has room for what the algorithm writes.
+ * w->lim is the limit to use (--limit, else the key's own), and w->cur and
+ * w->next have room for the state under it and what the algorithm writes.
  * 1 found, 0 no state (then w->lim is set only if --limit was given), -1
- * with a message in err.  cmd_unprepare() frees the buffers.
+ * with a message in err.  cmd_carry() then fills w->cur; cmd_unprepare()
+ * frees the buffers.
  */
 int
 cmd_prepare(const struct opts *o, struct store *st, int idx, struct work *w,
@@ -724,9 +746,15 @@ cmd_prepare(const struct opts *o, struct store *st, int idx, struct work *w,
 		w->lim = w->rec.limit;
 	w->cur.slots = xcalloc(w->rec.state.nslots + 1, sizeof(struct slot));
 	w->next.slots = xcalloc(w->rec.state.nslots + 2, sizeof(struct slot));
-	if (w->found || idx < o->nlimits)
-		limit_carry(&w->lim, &w->rec, w->found, &w->cur);
 	return w->found;
+}
+
+/* The state of a prepared limit as it stands at o->now, into w->cur. */
+void
+cmd_carry(const struct opts *o, struct work *w)
+{
+	w->cur.nslots = 0;
+	w->moved = limit_carry(&w->lim, &w->rec, w->found, o->now, &w->cur);
 }
 
 /* Free what cmd_prepare() allocated; safe to call again. */
@@ -750,6 +778,8 @@ cmd_save(const struct opts *o, struct store *st, int idx, const struct limit *l,
 {
 	struct keyrec rec;
 
+	memset(&rec, 0, sizeof(rec));
+	rec.written_at = o->now;
 	memcpy(rec.key, o->key, o->keylen);
 	rec.key[o->keylen] = '\0';
 	rec.keylen = o->keylen;

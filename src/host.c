@@ -10,6 +10,8 @@
  */
 #include <sys/random.h>
 
+#include <dirent.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <time.h>
@@ -52,13 +54,20 @@ host_self(struct host *h)
 {
 	char buf[64];
 
+	char *p;
+
 	memset(h, 0, sizeof(*h));
-	if (gethostname(h->name, sizeof(h->name) - 1) == -1)
+	if (gethostname(h->name, sizeof(h->name) - 1) == -1 ||
+	    h->name[0] == '\0')
 		snprintf(h->name, sizeof(h->name), "localhost");
+	for (p = h->name; *p != '\0'; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?'; /* a lease's host is one printable word */
 	if (read_proc("sys/kernel/random/boot_id", buf, sizeof(buf)) > 0) {
 		buf[strcspn(buf, "\n")] = '\0';
 		buf[BOOT_ID_MAX] = '\0';
-		memcpy(h->boot_id, buf, strlen(buf) + 1);
+		if (strspn(buf, "0123456789abcdef-") == strlen(buf))
+			memcpy(h->boot_id, buf, strlen(buf) + 1);
 	}
 	return 0;
 }
@@ -85,7 +94,70 @@ host_pid_start(int64_t pid, int64_t *start)
 	return 0;
 }
 
-/* Whether a lease's owner is known to live, known gone, or unknowable. */
+/*
+ * Fields of /proc/PID/stat: the state (3), the process group (5) and the
+ * start time (22).  -1 if there is no such process.
+ */
+static int
+proc_stat(const char *pid, char *state, int64_t *pgrp, int64_t *start)
+{
+	char rel[300], buf[1024], *p;
+	int field;
+
+	snprintf(rel, sizeof(rel), "%s/stat", pid);
+	if (read_proc(rel, buf, sizeof(buf)) <= 0 ||
+	    (p = strrchr(buf, ')')) == NULL)
+		return -1;
+	/* after "pid (comm)" come fields 3, 4, ...: p is before field 3 */
+	for (field = 2; field < 22 && p != NULL; field++) {
+		if (field == 2)
+			*state = p[2];
+		else if (field == 5)
+			*pgrp = strtoll(p + 1, NULL, 10);
+		p = strchr(p + 1, ' ');
+	}
+	if (p == NULL)
+		return -1;
+	*start = strtoll(p + 1, NULL, 10);
+	return 0;
+}
+
+/*
+ * Nonzero if a process of group pgid that started no earlier than its
+ * leader did (start, ticks after boot) still runs on this host: the group
+ * is still there.  Zombies do not count.  A group id is not reused while
+ * any process of the group lives, and a later group with the same id
+ * would need its leader's pid reused as well.
+ */
+int
+host_group_alive(int64_t pgid, int64_t start)
+{
+	char path[4096], state = 'X';
+	struct dirent *e;
+	int64_t pgrp = 0, st = 0;
+	DIR *d;
+	int alive = 0;
+
+	snprintf(path, sizeof(path), "%s", proc_root());
+	if (pgid <= 0 || (d = opendir(path)) == NULL)
+		return 0;
+	while (!alive && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		if (proc_stat(e->d_name, &state, &pgrp, &st) == 0 &&
+		    pgrp == pgid && st >= start && state != 'Z' &&
+		    state != 'X')
+			alive = 1;
+	}
+	closedir(d);
+	return alive;
+}
+
+/*
+ * Whether a lease's owner is known to live, known gone, or unknowable.  A
+ * run wrapper's lease lives while the wrapper does, and after it while any
+ * process of its job's process group does.
+ */
 enum owner_state
 host_owner_state(const struct host *me, const struct lease *l)
 {
@@ -95,9 +167,11 @@ host_owner_state(const struct host *me, const struct lease *l)
 		return OWNER_UNKNOWN;
 	if (strcmp(l->boot_id, me->boot_id) != 0)
 		return OWNER_DEAD; /* this host has rebooted since */
-	if (host_pid_start(l->pid, &start) == -1 || start != l->pid_start)
-		return OWNER_DEAD;
-	return OWNER_ALIVE;
+	if (host_pid_start(l->pid, &start) == 0 && start == l->pid_start)
+		return OWNER_ALIVE;
+	if (l->pgid > 0 && host_group_alive(l->pgid, l->pgid_start))
+		return OWNER_ALIVE;
+	return OWNER_DEAD;
 }
 
 /* 64 bits from the kernel's random source. */

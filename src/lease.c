@@ -8,7 +8,66 @@
  * (host.c finds it out); here it is only an input, so everything in this
  * file is a function of its arguments.
  */
+#include <string.h>
+
 #include "throttle.h"
+
+static int
+word_ok(const char *s, const char *chars, size_t max)
+{
+	size_t n = strlen(s);
+
+	return n <= max && strspn(s, chars) == n;
+}
+
+/*
+ * 0 if a lease read from a store is one throttle could have written, else
+ * -1 and what is wrong with it.  Every store's leases pass through here.
+ */
+int
+lease_check(const struct lease *l, const char **errstr)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *p;
+
+	*errstr = "has a lease out of range";
+	if (strlen(l->id) != LEASE_ID_LEN || !word_ok(l->id, hex, LEASE_ID_LEN))
+		return -1;
+	if (l->priority < PRIO_CRITICAL || l->priority > PRIO_LOW)
+		return -1;
+	if (l->acquired < 0 || l->acquired > TIME_MAX || l->ttl < 0 ||
+	    l->ttl > DURATION_MAX || l->expires < 0 ||
+	    l->expires > TIME_MAX + DURATION_MAX ||
+	    (l->ttl == 0) != (l->expires == 0))
+		return -1;
+	if (l->pid < 0 || l->pid > INT32_MAX || l->pid_start < 0 ||
+	    (l->ttl == 0 && l->pid == 0))
+		return -1;
+	if (l->pgid < 0 || l->pgid > INT32_MAX || l->pgid_start < 0 ||
+	    (l->pgid != 0 && l->pid == 0))
+		return -1;
+	if (!word_ok(l->boot_id, "0123456789abcdef-", BOOT_ID_MAX) ||
+	    l->host[0] == '\0' || strlen(l->host) > HOST_MAX)
+		return -1;
+	for (p = (const unsigned char *)l->host; *p != '\0'; p++)
+		if (*p < 0x20 || *p == 0x7f)
+			return -1;
+	return 0;
+}
+
+/* 0 if a lockout read from a store is one throttle could have written. */
+int
+lockout_check(const struct lockout *k, const char **errstr)
+{
+	*errstr = "has a lockout out of range";
+	if (k->since < 0 || k->since > TIME_MAX || k->until < 0)
+		return -1;
+	if (k->until != LOCKOUT_NEVER &&
+	    (k->until > TIME_MAX + DURATION_MAX ||
+		(k->until != 0 && k->until < k->since)))
+		return -1;
+	return 0;
+}
 
 /* Nonzero if the lease still holds a slot at now. */
 int

@@ -57,28 +57,37 @@ limit_same(const struct limit *a, const struct limit *b)
 }
 
 /*
- * The state to decide on under limit l, given what a key has stored (rec,
- * if found), written into out (with room for rec's slots).  The same
+ * The state to decide on at now under limit l, given what a key has stored
+ * (rec, if found), written into out (with room for rec's slots).  The same
  * algorithm carries the state over, converting it if the parameters
- * changed; another algorithm starts the key afresh.
+ * changed; another algorithm starts the key afresh.  A state saved at a
+ * later time than now (the clock was ahead then, or has stepped back) is
+ * first moved back by the difference, so the key reads now as it read
+ * when it was saved: never refused for longer than its own limit allows
+ * from now.  1 if the state was moved (save it even on a refusal, or the
+ * next call moves it again), else 0.
  */
-void
+int
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
-    struct kstate *out)
+    int64_t now, struct kstate *out)
 {
 	size_t i;
 
 	memset(out->v, 0, sizeof(out->v));
 	out->nslots = 0;
 	if (!found || rec->limit.algo != l->algo)
-		return;
-	if (!limit_same(&rec->limit, l)) {
+		return 0;
+	if (!limit_same(&rec->limit, l))
 		l->algo->convert(&rec->limit, l, &rec->state, out);
-		return;
+	else {
+		algo_copy_fields(out, &rec->state);
+		for (i = 0; i < rec->state.nslots; i++)
+			out->slots[out->nslots++] = rec->state.slots[i];
 	}
-	algo_copy_fields(out, &rec->state);
-	for (i = 0; i < rec->state.nslots; i++)
-		out->slots[out->nslots++] = rec->state.slots[i];
+	if (rec->written_at <= now)
+		return 0;
+	l->algo->shift(l, out, now - rec->written_at);
+	return 1;
 }
 
 /* 0 if a stored record is one throttle could have written. */
@@ -88,7 +97,8 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 	if (limit_validate(&rec->limit, errstr) == -1)
 		return -1;
 	if ((!rec->limit.algo->takes_granularity && rec->state.nslots != 0) ||
-	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1) {
+	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1 ||
+	    rec->rest_at < 0 || rec->written_at < 0 || rec->written_at > TIME_MAX) {
 		*errstr = "has a state out of range";
 		return -1;
 	}

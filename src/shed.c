@@ -19,6 +19,7 @@
 #include "throttle.h"
 
 #define PPM INT64_C(1000000)
+#define SHED_REST_MAX INT64_C(1000000) /* delay / ramp, at most */
 
 /* Seed 004's constants. */
 void
@@ -40,6 +41,25 @@ shed_params_ok(const struct shed_params *p, const char **errstr)
 	}
 	if (p->ramp <= 0) {
 		*errstr = "needs a --ramp longer than zero";
+		return -1;
+	}
+	if (p->delay / p->ramp >= SHED_REST_MAX) {
+		*errstr = "needs a --delay less than a million times --ramp";
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * 0 if a shedder's stored amount and time are ones throttle could have
+ * written, else -1 and why.  Every store's shed state passes through here.
+ */
+int
+shed_check(int64_t amount, int64_t changed, const char **errstr)
+{
+	if (amount > SHED_ONE || amount < -SHED_ONE * SHED_REST_MAX ||
+	    changed < 0 || changed > TIME_MAX) {
+		*errstr = "has a shedder state out of range";
 		return -1;
 	}
 	return 0;

@@ -8,10 +8,12 @@
  *		P l:KEY		hash: lease id -> the lease
  *		P s:KEY		string: a shedder's "amount changed"
  *		P policies	hash: policy name -> its options
- *	   Records are text ("gcra 5 900000000 5 0 s1 s2 s3 rest_at"), a
- *	   sliding window's sub-windows after a newline in throttle's varint
- *	   encoding.  A value that does not parse, or a key of the wrong
- *	   type, was written by something else: refused, never decided on.
+ *	   Records are text ("gcra 5 900000000 5 0 s1 s2 s3 rest_at
+ *	   written_at"), a sliding window's sub-windows after a newline in
+ *	   throttle's varint encoding; a lease is its fields one per line; a
+ *	   lockout "until since".  A value that does not parse, or a key of
+ *	   the wrong type, is refused, never decided on; store.c checks the
+ *	   values of what does parse, as it does for every store.
  *	2. A write transaction is optimistic (compare-and-set): every Redis
  *	   key it reads is WATCHed first, its writes are queued here and sent
  *	   at commit as one MULTI ... EXEC, which Redis refuses if a watched
@@ -374,6 +376,9 @@ decode(struct rs *rs, const char *val, size_t vlen, struct keyrec *rec)
 	for (i = 0; i < STATE_FIELDS; i++)
 		rec->state.v[i] = v[4 + i];
 	rec->rest_at = v[4 + STATE_FIELDS];
+	rec->written_at = 0; /* records of throttle 0.1 have none */
+	if (*end == ' ' && ints(end + 1, &rec->written_at, 1, &end) == -1)
+		goto bad;
 	nl = end;
 	if (nl == val + vlen)
 		return 0;
@@ -392,8 +397,8 @@ decode(struct rs *rs, const char *val, size_t vlen, struct keyrec *rec)
 	return 0;
 bad:
 	set_err(rs,
-	    "holds a key whose state throttle never writes; it was written "
-	    "by something else (throttle reset the key to start it afresh)");
+	    "holds a key whose state this throttle cannot read (throttle "
+	    "reset the key to start it afresh)");
 	return -1;
 }
 
@@ -440,8 +445,8 @@ rs_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 	for (i = 0; i < h->n; i++) {
 		if ((f = field_idx(h->name[i], h->nlen[i])) == -1) {
 			set_err(rs,
-			    "holds a key with a limit index throttle never "
-			    "writes; it was written by something else");
+			    "holds a key with a limit index this throttle "
+			    "cannot read");
 			return -1;
 		}
 		if (f == idx)
@@ -478,7 +483,7 @@ rs_save(void *p, const struct keyrec *rec)
 		blob = xmalloc(slots_encoded_max(rec->state.nslots));
 		blen = slots_encode(rec->state.slots, rec->state.nslots, blob);
 	}
-	val = xmalloc(64 + 21 * 9 + blen);
+	val = xmalloc(64 + 21 * 10 + blen);
 	n = (size_t)sprintf(val, "%s", rec->limit.algo->name);
 	n += (size_t)sprintf(val + n, " %lld %lld %lld %lld",
 	    (long long)rec->limit.count, (long long)rec->limit.period,
@@ -486,7 +491,8 @@ rs_save(void *p, const struct keyrec *rec)
 	for (i = 0; i < STATE_FIELDS; i++)
 		n += (size_t)sprintf(val + n, " %lld",
 		    (long long)rec->state.v[i]);
-	n += (size_t)sprintf(val + n, " %lld", (long long)rec->rest_at);
+	n += (size_t)sprintf(val + n, " %lld %lld", (long long)rec->rest_at,
+	    (long long)rec->written_at);
 	if (blen > 0) {
 		val[n++] = '\n';
 		memcpy(val + n, blob, blen);
@@ -577,8 +583,9 @@ get_string(struct rs *rs, char tag, const char *key, size_t keylen, char *buf,
 			ret = 1;
 		} else
 			set_err(rs,
-			    "holds a key whose state throttle never writes; "
-			    "it was written by something else");
+			    "holds a value under the prefix '%s' that this "
+			    "throttle cannot read",
+			    rs->prefix);
 		freeReplyObject(r);
 	}
 	free(k);
@@ -602,39 +609,43 @@ put_string(struct rs *rs, char tag, const char *key, size_t keylen,
 	len[2] = strlen(val);
 	len[3] = 2;
 	len[4] = strlen(t);
-	rc = queue(rs, 5, argv, len);
+	rc = queue(rs, ms < 0 ? 3 : 5, argv, len); /* < 0: no expiry */
 	free(k);
 	return rc;
 }
 
 static int
-rs_lockout_get(void *p, const char *key, size_t keylen, int64_t *until)
+rs_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
 {
 	struct rs *rs = p;
-	char buf[32];
+	char buf[64];
 	const char *end;
 	int found;
 
-	*until = 0;
+	k->since = k->until = 0;
 	if ((found = get_string(rs, 'o', key, keylen, buf, sizeof(buf))) <= 0)
 		return found;
-	if (ints(buf, until, 1, &end) == -1 || *end != '\0') {
-		set_err(rs,
-		    "holds a lockout throttle never writes; it was written by "
-		    "something else");
+	/* "until since"; throttle 0.1 wrote "until" alone */
+	if (ints(buf, &k->until, 1, &end) == -1 ||
+	    (*end == ' ' && ints(end + 1, &k->since, 1, &end) == -1) ||
+	    *end != '\0') {
+		set_err(rs, "holds a lockout this throttle cannot read");
 		return -1;
 	}
 	return 0;
 }
 
 static int
-rs_lockout_put(void *p, const char *key, size_t keylen, int64_t until)
+rs_lockout_put(void *p, const char *key, size_t keylen,
+    const struct lockout *k)
 {
 	struct rs *rs = p;
-	char v[24];
+	char v[48];
 
-	snprintf(v, sizeof(v), "%lld", (long long)until);
-	return put_string(rs, 'o', key, keylen, v, ttl_ms(rs, until));
+	snprintf(v, sizeof(v), "%lld %lld", (long long)k->until,
+	    (long long)k->since);
+	return put_string(rs, 'o', key, keylen, v,
+	    k->until == LOCKOUT_NEVER ? -1 : ttl_ms(rs, k->until));
 }
 
 static int
@@ -650,9 +661,7 @@ rs_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
 	if ((found = get_string(rs, 's', key, keylen, buf, sizeof(buf))) <= 0)
 		return found;
 	if (ints(buf, v, 2, &end) == -1 || *end != '\0') {
-		set_err(rs,
-		    "holds a shedder throttle never writes; it was written by "
-		    "something else");
+		set_err(rs, "holds a shedder this throttle cannot read");
 		return -1;
 	}
 	*amount = v[0];
@@ -706,8 +715,8 @@ rs_policy_get(void *p, const char *name, char *buf, size_t buflen)
 			ret = 1;
 		} else
 			set_err(rs,
-			    "holds a policy throttle never writes; it was "
-			    "written by something else");
+			    "holds a policy this throttle cannot read (set it "
+			    "afresh with throttle policy set)");
 		freeReplyObject(r);
 	}
 	free(k);
@@ -971,38 +980,83 @@ rs_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 	return ret;
 }
 
-/* A lease from its text ("priority acquired ttl expires pid pid_start
- * boot_id host"); 0 or -1. */
+/* One line of a lease's text into buf (len bytes); the rest in *p. */
+static int
+lease_line(const char **p, char *buf, size_t len)
+{
+	const char *nl = strchr(*p, '\n');
+	size_t n = nl != NULL ? (size_t)(nl - *p) : strlen(*p);
+
+	if (n >= len)
+		return -1;
+	memcpy(buf, *p, n);
+	buf[n] = '\0';
+	*p += n + (nl != NULL);
+	return 0;
+}
+
+/*
+ * A lease from its text: its fields one per line, "priority acquired ttl
+ * expires pid pid_start boot_id host pgid pgid_start".  Throttle 0.1 wrote
+ * the first eight on one line, with "-" for an empty boot id or host.
+ * Only the form is checked here; store.c checks the values.  0 or -1.
+ */
 static int
 decode_lease(struct rs *rs, const char *id, size_t idlen, const char *val,
     struct lease *l)
 {
-	int64_t v[6];
-	const char *end, *sp;
+	int64_t v[8] = { 0 };
+	const char *end, *sp, *p = val;
+	char line[32];
+	int i;
 
 	memset(l, 0, sizeof(*l));
-	if (idlen != LEASE_ID_LEN ||
-	    strspn(id, "0123456789abcdef") != LEASE_ID_LEN ||
-	    ints(val, v, 6, &end) == -1 || *end != ' ' ||
-	    (sp = strchr(end + 1, ' ')) == NULL ||
-	    (size_t)(sp - end - 1) > BOOT_ID_MAX || strlen(sp + 1) > HOST_MAX ||
-	    v[0] < 0 || v[0] > PRIO_LOW || v[2] < 0 || v[3] < 0 || v[4] < 0) {
-		set_err(rs,
-		    "holds a lease throttle never writes; it was written by "
-		    "something else");
-		return -1;
+	if (idlen != LEASE_ID_LEN)
+		goto bad;
+	memcpy(l->id, id, LEASE_ID_LEN);
+	if (strchr(val, '\n') != NULL) {
+		for (i = 0; i < 10; i++) {
+			if (i == 6 || i == 7) {
+				if (lease_line(&p,
+					i == 6 ? l->boot_id : l->host,
+					i == 6 ? sizeof(l->boot_id)
+					       : sizeof(l->host)) == -1)
+					goto bad;
+				continue;
+			}
+			if (lease_line(&p, line, sizeof(line)) == -1 ||
+			    ints(line, &v[i < 6 ? i : i - 2], 1, &end) == -1 ||
+			    *end != '\0')
+				goto bad;
+		}
+		if (*p != '\0')
+			goto bad;
+	} else {
+		if (ints(val, v, 6, &end) == -1 || *end != ' ' ||
+		    (sp = strchr(end + 1, ' ')) == NULL ||
+		    (size_t)(sp - end - 1) > BOOT_ID_MAX ||
+		    strlen(sp + 1) > HOST_MAX)
+			goto bad;
+		memcpy(l->boot_id, end + 1, (size_t)(sp - end - 1));
+		l->boot_id[sp - end - 1] = '\0';
+		strcpy(l->host, sp + 1);
+		if (strcmp(l->boot_id, "-") == 0)
+			l->boot_id[0] = '\0';
+		if (strcmp(l->host, "-") == 0)
+			l->host[0] = '\0';
 	}
-	memcpy(l->id, id, LEASE_ID_LEN + 1);
-	l->priority = (int)v[0];
+	l->priority = v[0] >= INT32_MIN && v[0] <= INT32_MAX ? (int)v[0] : -1;
 	l->acquired = v[1];
 	l->ttl = v[2];
 	l->expires = v[3];
 	l->pid = v[4];
 	l->pid_start = v[5];
-	memcpy(l->boot_id, end + 1, (size_t)(sp - end - 1));
-	l->boot_id[sp - end - 1] = '\0';
-	strcpy(l->host, sp + 1);
+	l->pgid = v[6];
+	l->pgid_start = v[7];
 	return 0;
+bad:
+	set_err(rs, "holds a lease this throttle cannot read");
+	return -1;
 }
 
 struct lease_ent {
@@ -1074,17 +1128,19 @@ rs_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 {
 	struct rs *rs = p;
 	struct hash *h;
-	char val[64 + BOOT_ID_MAX + HOST_MAX];
+	char val[8 * 24 + BOOT_ID_MAX + HOST_MAX + 16];
 	const char *argv[4];
 	size_t len[4];
 	int n;
 
 	if ((h = get_hash(rs, 'l', key, keylen)) == NULL)
 		return -1;
-	n = snprintf(val, sizeof(val), "%d %lld %lld %lld %lld %lld %s %s",
+	n = snprintf(val, sizeof(val),
+	    "%d\n%lld\n%lld\n%lld\n%lld\n%lld\n%s\n%s\n%lld\n%lld",
 	    l->priority, (long long)l->acquired, (long long)l->ttl,
 	    (long long)l->expires, (long long)l->pid, (long long)l->pid_start,
-	    l->boot_id[0] ? l->boot_id : "-", l->host[0] ? l->host : "-");
+	    l->boot_id, l->host, (long long)l->pgid,
+	    (long long)l->pgid_start);
 	argv[0] = "HSET";
 	argv[1] = h->rkey;
 	argv[2] = l->id;
@@ -1369,7 +1425,7 @@ rs_now(void *p, int64_t *now)
 	char *e;
 	long long s, us;
 
-	if (getenv("THROTTLE_NOW") != NULL && *getenv("THROTTLE_NOW") != '\0') {
+	if (clock_pinned()) {
 		if (clock_now(now, &err) == -1) {
 			set_err(rs, "THROTTLE_NOW: %s", err);
 			return -1;
@@ -1430,7 +1486,8 @@ unescape(const char *s, size_t n, char *buf, size_t len)
 }
 
 static void *
-rs_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
+rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
+    size_t errlen)
 {
 	struct rs *rs;
 	struct redis_url u;
@@ -1439,6 +1496,7 @@ rs_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
 	const char *why;
 	int64_t now;
 
+	(void)flags; /* reading never writes on a server either */
 	if (store_redis_parse(spec, &u, &why) == -1) {
 		snprintf(err, errlen,
 		    "%.64s: %s; write redis://[user:password@]host[:port][/db]"

@@ -109,6 +109,18 @@ static const char *const migrations[] = {
 	"  name      BLOB PRIMARY KEY NOT NULL,"
 	"  options   TEXT NOT NULL" /* as for policy set, normalized */
 	") WITHOUT ROWID",
+
+	/* 3 -> 4: when each state was written, so that a clock that steps
+	 * back moves it back (limit_carry()); when a lockout began; a run
+	 * job's process group.  0 in each: not known. */
+	"ALTER TABLE key_state ADD COLUMN"
+	"  written_at  INTEGER NOT NULL DEFAULT 0;" /* us */
+	"ALTER TABLE lockout ADD COLUMN"
+	"  since       INTEGER NOT NULL DEFAULT 0;" /* us */
+	"ALTER TABLE lease ADD COLUMN"
+	"  pgid        INTEGER NOT NULL DEFAULT 0;"
+	"ALTER TABLE lease ADD COLUMN"
+	"  pgid_start  INTEGER NOT NULL DEFAULT 0", /* ticks after boot */
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 #define NEEDS_UPGRADE 1 /* verify(): a reader found an older schema */
@@ -135,6 +147,9 @@ struct sq {
 	} cache[STMT_CACHE];
 	int ncache;
 	int broken; /* the group transaction was lost to an error */
+	int readonly; /* STORE_READ: opened to read only */
+	int missing; /* read only, and there is no file: no keys */
+	int lockfd; /* an immutable reader's read lock, or -1 */
 };
 
 static void
@@ -154,12 +169,17 @@ set_err(struct sq *sq, const char *fmt, ...)
 	va_end(ap);
 }
 
+static int guard_why(struct sq *);
+
 /* Put SQLite's failure of step what into words a user can act on. */
 static void
 sql_err(struct sq *sq, const char *what)
 {
 	char t[32];
 	int rc = sqlite3_extended_errcode(sq->db);
+
+	if (guard_why(sq))
+		return;
 
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
@@ -381,46 +401,217 @@ foreign_err(struct sq *sq, int64_t app)
 }
 
 /*
- * Refuse a file that is plainly not ours before SQLite sees it, so nothing
- * SQLite might do on open (recovering a hot journal, checkpointing) can
- * touch another program's data.
+ * Why the header of a file (its first bytes, n of them) is not a throttle
+ * state file's, or NULL if it may be one.  A file is refused here before
+ * SQLite reads a page of it, so nothing SQLite might do on open
+ * (recovering a hot journal, checkpointing) can touch another program's
+ * data.  *app is the application_id found.
  */
-static int
-check_header(struct sq *sq)
+static const char *
+header_problem(const unsigned char *h, ssize_t n, uint32_t *app)
 {
-	unsigned char h[HEADER_SIZE];
-	uint32_t app;
-	ssize_t n;
-	int fd;
-
-	if ((fd = open(sq->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) == -1) {
-		set_err(sq, "cannot be read: %s", strerror(errno));
-		return -1;
-	}
-	n = read(fd, h, sizeof(h));
-	close(fd);
-	if (n < 0) {
-		set_err(sq, "cannot be read: %s", strerror(errno));
-		return -1;
-	}
-	if (n < HEADER_SIZE || memcmp(h, "SQLite format 3", 16) != 0) {
-		set_err(sq,
-		    "is not a throttle state file (not a SQLite "
-		    "database); it was left untouched");
-		return -1;
-	}
-	app = be32(h + 68);
+	*app = 0;
+	if (n == 0)
+		return NULL; /* an empty file is a new one */
+	if (n < HEADER_SIZE || memcmp(h, "SQLite format 3", 16) != 0)
+		return "is not a throttle state file (not a SQLite database); "
+		       "it was left untouched";
+	*app = be32(h + 68);
 	/*
 	 * Page 1 carries the application_id and the schema cookie together,
 	 * so a throttle file never shows tables without its id, even while
 	 * its first transaction still sits in the WAL.
 	 */
-	if (app != APPLICATION_ID && (app != 0 || be32(h + 40) != 0)) {
-		foreign_err(sq, app);
+	if (*app != APPLICATION_ID && (*app != 0 || be32(h + 40) != 0))
+		return "foreign";
+	return NULL;
+}
+
+/*
+ * The files SQLite opens for the state file (the file itself, its -wal,
+ * -shm and -journal) are opened by guarded_open(), which replaces the unix
+ * VFS's open(2): with O_NOFOLLOW and O_NONBLOCK, and checked on the
+ * descriptor SQLite will use, never on a path that could be swapped
+ * between a check and the open.  Refused: a symbolic link, anything but a
+ * regular file (a FIFO cannot hang a call), a file whose header is not
+ * ours, and as root a file another user owns or could write.  The reason
+ * is kept in guard.why for the message.
+ */
+static struct {
+	char base[NAME_MAX + 1]; /* the state file's name; "" when none */
+	size_t len;
+	dev_t dir_dev; /* and its folder, however SQLite spells the path */
+	ino_t dir_ino;
+	uid_t owner; /* the state file's owner, once it is open */
+	char why[PATH_MAX + 256];
+	uint32_t app; /* a foreign file's application_id */
+} guard;
+static int (*real_open)(const char *, int, int);
+
+static int
+refuse_fd(int fd, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+refuse_fd(int fd, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(guard.why, sizeof(guard.why), fmt, ap);
+	va_end(ap);
+	if (fd >= 0)
+		close(fd);
+	errno = err;
+	return -1;
+}
+
+/* The folder of path into buf: "." for a bare name. */
+static void
+dir_of(const char *path, char *buf, size_t len)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (slash == NULL)
+		snprintf(buf, len, ".");
+	else if (slash == path)
+		snprintf(buf, len, "/");
+	else
+		snprintf(buf, len, "%.*s", (int)(slash - path), path);
+}
+
+/* Nonzero if path names the state file, or its -wal, -shm or -journal. */
+static int
+guarded(const char *path, const char **suffix)
+{
+	const char *base = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct stat sb;
+
+	base = base != NULL ? base + 1 : path;
+	*suffix = base + guard.len;
+	if (guard.len == 0 || strncmp(base, guard.base, guard.len) != 0 ||
+	    (**suffix != '\0' && strcmp(*suffix, "-wal") != 0 &&
+		strcmp(*suffix, "-shm") != 0 &&
+		strcmp(*suffix, "-journal") != 0))
+		return 0;
+	dir_of(path, dir, sizeof(dir));
+	return stat(dir, &sb) == 0 && sb.st_dev == guard.dir_dev &&
+	    sb.st_ino == guard.dir_ino;
+}
+
+static int
+guarded_open(const char *path, int flags, int mode)
+{
+	const char *suffix;
+	unsigned char h[HEADER_SIZE];
+	const char *problem;
+	struct stat sb;
+	ssize_t n;
+	int fd, fl;
+
+	if (!guarded(path, &suffix))
+		return real_open(path, flags, mode);
+	if ((fd = real_open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode)) == -1) {
+		if (errno == ELOOP && *suffix == '\0')
+			return refuse_fd(-1, ELOOP,
+			    "is a symbolic link; give the path of the state "
+			    "file itself");
+		if (errno == ELOOP)
+			return refuse_fd(-1, ELOOP,
+			    "its %s file is a symbolic link, which throttle "
+			    "refuses to follow: remove it if no throttle is "
+			    "running",
+			    suffix);
 		return -1;
 	}
-	return 0;
+	if ((fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode)) && *suffix == '\0')
+		return refuse_fd(fd, EACCES,
+		    "is not a regular file; give the path of a throttle state "
+		    "file");
+	if (!S_ISREG(sb.st_mode))
+		return refuse_fd(fd, EACCES,
+		    "its %s file is not a regular file: remove it if no "
+		    "throttle is running",
+		    suffix);
+	if (*suffix == '\0') {
+		guard.owner = sb.st_uid;
+		if (geteuid() == 0 && (sb.st_uid != 0 || (sb.st_mode & 022)))
+			return refuse_fd(fd, EACCES,
+			    "can be written by others (owner %ld, mode %04o); "
+			    "as root throttle refuses it, as ssh's StrictModes "
+			    "does: chown root and chmod go-w it",
+			    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		n = pread(fd, h, sizeof(h), 0);
+		if (n < 0)
+			return refuse_fd(fd, errno, "cannot be read: %s",
+			    strerror(errno));
+		if ((problem = header_problem(h, n, &guard.app)) != NULL)
+			return refuse_fd(fd, EACCES, "%s", problem);
+	} else if (geteuid() == 0 &&
+	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
+		return refuse_fd(fd, EACCES,
+		    "its %s file is owned by user %ld (mode %04o), not only "
+		    "by the state file's owner (%ld); as root throttle "
+		    "refuses to read it: remove it if no throttle is running",
+		    suffix, (long)sb.st_uid,
+		    (unsigned)(sb.st_mode & 07777), (long)guard.owner);
+	if (!(flags & O_NONBLOCK) && (fl = fcntl(fd, F_GETFL)) != -1)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
 }
+
+/* From now until guard_end(), SQLite's opens of path are guarded. */
+static void
+guard_begin(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	char dir[PATH_MAX];
+	struct stat sb;
+	sqlite3_vfs *vfs;
+
+	if (real_open == NULL && (vfs = sqlite3_vfs_find("unix")) != NULL &&
+	    vfs->xSetSystemCall != NULL) {
+		real_open = (int (*)(const char *, int, int))vfs->xGetSystemCall(
+		    vfs, "open");
+		vfs->xSetSystemCall(vfs, "open", (sqlite3_syscall_ptr)guarded_open);
+	}
+	guard.why[0] = '\0';
+	guard.owner = geteuid();
+	guard.len = 0;
+	dir_of(path, dir, sizeof(dir));
+	if (real_open == NULL || stat(dir, &sb) == -1)
+		return; /* no folder: SQLite will fail to open it anyway */
+	base = base != NULL ? base + 1 : path;
+	if (strlen(base) >= sizeof(guard.base))
+		return; /* longer than a name can be: the open fails */
+	memcpy(guard.base, base, strlen(base) + 1);
+	guard.len = strlen(guard.base);
+	guard.dir_dev = sb.st_dev;
+	guard.dir_ino = sb.st_ino;
+}
+
+static void
+guard_end(void)
+{
+	guard.base[0] = '\0';
+	guard.len = 0;
+}
+
+/* Report why guarded_open() refused a file, if it did: 1, else 0. */
+static int
+guard_why(struct sq *sq)
+{
+	if (guard.why[0] == '\0')
+		return 0;
+	if (strcmp(guard.why, "foreign") == 0)
+		foreign_err(sq, guard.app);
+	else
+		set_err(sq, "%s", guard.why);
+	guard.why[0] = '\0';
+	return 1;
+}
+
 
 static int sq_begin(void *, int);
 static int sq_commit(void *);
@@ -448,44 +639,61 @@ abandon(struct sq *sq)
 }
 
 /*
- * As root (a PAM guard), refuse a state file or folder that another user
- * could write, the way ssh's StrictModes does: whoever can write it can
- * unlock anyone.  A folder may be world-writable only if it is sticky
- * (/tmp), where others cannot replace root's file.
+ * As root (a PAM guard), refuse a state folder that another user could
+ * write, sticky or not, the way ssh's StrictModes does: whoever can write
+ * it can drop a -wal file beside the state file that SQLite would replay,
+ * and unlock anyone.  Above it, every folder must be root's (or this
+ * user's) and not writable by others unless sticky (/tmp), so no one can
+ * move the state folder away either.  The file itself, and its -wal, -shm
+ * and -journal files, are checked as they are opened (guarded_open()).
  */
 static int
-strict_modes(struct sq *sq, const struct stat *file)
+strict_modes(struct sq *sq)
 {
 	char dir[PATH_MAX], *slash;
 	struct stat sb;
+	int first = 1;
 
 	if (geteuid() != 0)
 		return 0;
-	if (file != NULL && (file->st_uid != 0 || (file->st_mode & 022))) {
-		set_err(sq,
-		    "can be written by others (owner %ld, mode %04o); as root "
-		    "throttle refuses it, as ssh's StrictModes does: chown "
-		    "root and chmod go-w it",
-		    (long)file->st_uid, (unsigned)(file->st_mode & 07777));
-		return -1;
-	}
-	snprintf(dir, sizeof(dir), "%s", sq->path);
-	if ((slash = strrchr(dir, '/')) == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else if (slash == dir)
-		dir[1] = '\0';
-	else
-		*slash = '\0';
-	if (stat(dir, &sb) == -1)
-		return 0; /* it is about to be created, 0700 */
-	if ((sb.st_uid != 0 && sb.st_uid != geteuid()) ||
-	    ((sb.st_mode & 022) && !(sb.st_mode & S_ISVTX))) {
-		set_err(sq,
-		    "is in a folder others can write (%s: owner %ld, mode "
-		    "%04o); as root throttle refuses it, as ssh's StrictModes "
-		    "does: chown root and chmod go-w the folder",
-		    dir, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
-		return -1;
+	if (sq->path[0] != '/') {
+		if (getcwd(dir, sizeof(dir)) == NULL) {
+			set_err(sq, "cannot be checked: %s", strerror(errno));
+			return -1;
+		}
+		slash = dir + strlen(dir);
+		if (snprintf(slash, sizeof(dir) - (size_t)(slash - dir), "/%s",
+			sq->path) >= (int)(sizeof(dir) - (size_t)(slash - dir))) {
+			set_err(sq, "cannot be checked: the path is too long");
+			return -1;
+		}
+	} else
+		snprintf(dir, sizeof(dir), "%s", sq->path);
+	while ((slash = strrchr(dir, '/')) != NULL) {
+		if (slash == dir)
+			slash[1] = '\0';
+		else
+			*slash = '\0';
+		if (stat(dir, &sb) == -1) {
+			if (errno != ENOENT) {
+				set_err(sq, "cannot be checked: %s: %s", dir,
+				    strerror(errno));
+				return -1;
+			}
+			/* about to be created, 0700 */
+		} else if ((sb.st_uid != 0 && sb.st_uid != geteuid()) ||
+		    ((sb.st_mode & 022) && (first || !(sb.st_mode & S_ISVTX)))) {
+			set_err(sq,
+			    "is in a folder others can write (%s: owner %ld, "
+			    "mode %04o); as root throttle refuses it, as ssh's "
+			    "StrictModes does: use a folder only root can "
+			    "write, such as /var/lib/throttle",
+			    dir, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+			return -1;
+		}
+		first = 0;
+		if (strcmp(dir, "/") == 0)
+			break;
 	}
 	return 0;
 }
@@ -530,6 +738,89 @@ lock_folder(struct sq *sq)
 	return fd;
 }
 
+
+/* path as a URI for SQLite: file:PATH?immutable=1, PATH escaped. */
+static int
+immutable_uri(const char *path, char *buf, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t n = 0;
+	const unsigned char *p;
+
+	if (len < 5 + 13)
+		return -1;
+	memcpy(buf, "file:", 5);
+	n = 5;
+	for (p = (const unsigned char *)path; *p != '\0'; p++) {
+		if (n + 3 + 13 >= len)
+			return -1;
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("/._-~", *p) != NULL)
+			buf[n++] = (char)*p;
+		else {
+			buf[n++] = '%';
+			buf[n++] = hex[*p >> 4];
+			buf[n++] = hex[*p & 15];
+		}
+	}
+	memcpy(buf + n, "?immutable=1", 13);
+	return 0;
+}
+
+/* Open the file with SQLite, as readonly or read-write says. */
+static int
+sq_connect(struct sq *sq, int create, int immutable)
+{
+	char uri[PATH_MAX * 3 + 32];
+	int flags = SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX |
+	    SQLITE_OPEN_EXRESCODE;
+	int64_t ms;
+
+	flags |= sq->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
+	if (create)
+		flags |= SQLITE_OPEN_CREATE;
+	if (immutable) {
+		if (immutable_uri(sq->path, uri, sizeof(uri)) == -1) {
+			set_err(sq, "cannot be read: the path is too long");
+			return -1;
+		}
+		flags |= SQLITE_OPEN_URI;
+	}
+#ifdef THROTTLE_FAULT
+	faultvfs_register();
+#endif
+	guard_begin(sq->path);
+	if (sqlite3_open_v2(immutable ? uri : sq->path, &sq->db, flags, NULL) !=
+	    SQLITE_OK) {
+		if (sq->db == NULL)
+			set_err(sq, "cannot be opened: out of memory");
+		else
+			sql_err(sq, "open");
+		return -1;
+	}
+	ms = (sq->lock_timeout + 999) / 1000;
+	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
+	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
+	 * commits on power loss, never corrupt (promise 2 above). */
+	if (!sq->readonly && exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1)
+		return -1;
+	return 0;
+}
+
+/* Close the SQLite connection (the struct stays). */
+static void
+sq_disconnect(struct sq *sq)
+{
+	abandon(sq);
+	unprep_all(sq);
+	sqlite3_close(sq->db);
+	sq->db = NULL;
+	guard_end();
+	if (sq->lockfd >= 0)
+		close(sq->lockfd);
+	sq->lockfd = -1;
+}
+
 static void
 sq_close(void *p)
 {
@@ -537,24 +828,24 @@ sq_close(void *p)
 
 	if (sq == NULL)
 		return;
-	abandon(sq);
-	unprep_all(sq);
-	sqlite3_close(sq->db);
+	sq_disconnect(sq);
 	free(sq);
 }
 
 static void *
-sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
+sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
+    size_t errlen)
 {
 	struct sq *sq;
 	struct stat sb;
-	int flags, fresh, folder = -1;
-	int64_t ms;
+	int fresh, folder = -1;
 
 	sq = xcalloc(1, sizeof(*sq));
 	sq->err = err;
 	sq->errlen = errlen;
 	sq->lock_timeout = lock_timeout;
+	sq->readonly = (oflags & STORE_READ) != 0;
+	sq->lockfd = -1;
 	if (snprintf(sq->path, sizeof(sq->path), "%s", path) >=
 		(int)sizeof(sq->path) ||
 	    path[0] == '\0') {
@@ -565,16 +856,17 @@ sq_open(const char *path, int64_t lock_timeout, char *err, size_t errlen)
 	}
 again:
 	fresh = 0;
-	flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW |
-	    SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 	if (lstat(path, &sb) == -1) {
 		if (errno != ENOENT) {
 			set_err(sq, "cannot be checked: %s", strerror(errno));
 			goto fail;
 		}
-		if (make_parents(sq) == -1 || strict_modes(sq, NULL) == -1)
+		if (sq->readonly) {
+			sq->missing = 1; /* nothing to read, nothing made */
+			return sq;
+		}
+		if (strict_modes(sq) == -1 || make_parents(sq) == -1)
 			goto fail;
-		flags |= SQLITE_OPEN_CREATE;
 		fresh = 1;
 	} else if (S_ISLNK(sb.st_mode)) {
 		set_err(sq,
@@ -586,11 +878,14 @@ again:
 		    "is not a regular file; give the path of a "
 		    "throttle state file");
 		goto fail;
-	} else if (strict_modes(sq, &sb) == -1 ||
-	    (sb.st_size > 0 && check_header(sq) == -1))
+	} else if (strict_modes(sq) == -1)
 		goto fail;
 	else
 		fresh = sb.st_size == 0;
+	if (fresh && sq->readonly) {
+		sq->missing = 1;
+		return sq;
+	}
 	if (fresh && folder == -1) {
 		/* take the folder's lock and look again: another process may
 		 * have created the file meanwhile */
@@ -598,22 +893,7 @@ again:
 			goto fail;
 		goto again;
 	}
-
-#ifdef THROTTLE_FAULT
-	faultvfs_register();
-#endif
-	if (sqlite3_open_v2(path, &sq->db, flags, NULL) != SQLITE_OK) {
-		if (sq->db == NULL)
-			set_err(sq, "cannot be opened: out of memory");
-		else
-			sql_err(sq, "open");
-		goto fail;
-	}
-	ms = (lock_timeout + 999) / 1000;
-	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
-	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
-	 * commits on power loss, never corrupt (promise 2 above). */
-	if (exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1)
+	if (sq_connect(sq, fresh, 0) == -1)
 		goto fail;
 	if (fresh &&
 	    (exec_sql(sq, "PRAGMA journal_mode=WAL") == -1 ||
@@ -625,10 +905,87 @@ again:
 fail:
 	if (folder >= 0)
 		close(folder);
-	unprep_all(sq);
-	sqlite3_close(sq->db);
+	sq_disconnect(sq);
 	free(sq);
 	return NULL;
+}
+
+/*
+ * A reader that may not create the -shm file SQLite reads a WAL file
+ * through (another user's state file, a read-only file system) reads the
+ * file itself, if it has no WAL to replay: immutable, under a read lock
+ * on SQLite's shared bytes, which keeps a writer's closing checkpoint from
+ * rewriting pages under it.  A writer that starts meanwhile writes to a
+ * new WAL, so what is read is the state as it stood when the read began.
+ */
+static int
+reopen_immutable(struct sq *sq)
+{
+	/* SQLite's lock bytes: PENDING_BYTE + 2, SHARED_SIZE of them */
+	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
+		.l_start = 0x40000002, .l_len = 510 };
+	int64_t deadline = clock_monotonic() + sq->lock_timeout;
+	char wal[PATH_MAX + 8];
+	struct stat sb;
+	int fd;
+
+	snprintf(wal, sizeof(wal), "%s-wal", sq->path);
+	if (lstat(wal, &sb) == 0 && sb.st_size > 0) {
+		set_err(sq,
+		    "cannot be read by this user: its latest decisions are in "
+		    "its -wal file, which only a user who may write the "
+		    "-shm file beside it can read");
+		return -1;
+	}
+	sq_disconnect(sq);
+	if ((fd = open(sq->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		      O_CLOEXEC)) == -1) {
+		set_err(sq, "cannot be read: %s", strerror(errno));
+		return -1;
+	}
+	while (fcntl(fd, F_SETLK, &fl) == -1) {
+		if ((errno != EAGAIN && errno != EACCES && errno != EINTR) ||
+		    clock_monotonic() > deadline) {
+			close(fd);
+			set_err(sq,
+			    "is locked by another process for longer than "
+			    "the lock timeout; try again or raise "
+			    "--lock-timeout");
+			return -1;
+		}
+		clock_sleep(1000);
+	}
+	if (sq_connect(sq, 0, 1) == -1) {
+		close(fd);
+		return -1;
+	}
+	sq->lockfd = fd;
+	return 0;
+}
+
+/*
+ * A reader found a file an older throttle wrote: upgrade it with a
+ * connection that may write, then read on.  A user who may not write it
+ * is told what to do.
+ */
+static int
+upgrade_for_reader(struct sq *sq)
+{
+	sq_disconnect(sq);
+	sq->readonly = 0;
+	if (sq_connect(sq, 0, 0) == -1 || sq_begin(sq, 1) == -1 ||
+	    sq_commit(sq) == -1) {
+		set_err(sq,
+		    "was written by an older throttle and must be upgraded "
+		    "before it can be read; run a command that writes it "
+		    "(such as throttle gc) as a user who may write it");
+		sq_disconnect(sq);
+		sq->readonly = 1;
+		return -1;
+	}
+	sq_disconnect(sq);
+	sq->readonly = 1;
+	return sq_connect(sq, 0, 0);
 }
 
 /* Run a statement that returns one integer. */
@@ -713,6 +1070,7 @@ static int
 sq_begin(void *p, int write)
 {
 	struct sq *sq = p;
+	int rc;
 
 	if (sq->group) {
 		/* the group's BEGIN IMMEDIATE took the lock and checked the
@@ -729,6 +1087,15 @@ sq_begin(void *p, int write)
 		return 0;
 	}
 	sq->empty = sq->created = 0;
+	if (write && sq->readonly) {
+		set_err(sq, "is open to read only; nothing was written");
+		return -1;
+	}
+	if (sq->missing) {
+		sq->empty = 1; /* no file: a store with no keys */
+		sq->in_txn = 1;
+		return 0;
+	}
 	if (write && sqlite3_db_readonly(sq->db, "main") == 1) {
 		set_err(sq,
 		    "cannot be written (permission denied); check the "
@@ -738,18 +1105,29 @@ sq_begin(void *p, int write)
 	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1)
 		return -1;
 	sq->in_txn = 1;
-	switch (verify(sq, write)) {
+	switch ((rc = verify(sq, write))) {
 	case 0:
 		return 0;
 	case NEEDS_UPGRADE:
 		/* A reader found an older file: upgrade it in a write
 		 * transaction of its own, then read as asked. */
 		abandon(sq);
-		if (sq_begin(sq, 1) == -1 || sq_commit(sq) == -1)
+		if (sq->readonly) {
+			if (upgrade_for_reader(sq) == -1)
+				return -1;
+		} else if (sq_begin(sq, 1) == -1 || sq_commit(sq) == -1)
 			return -1;
 		return sq_begin(sq, 0);
 	default:
+		rc = sqlite3_extended_errcode(sq->db) & 0xff;
 		abandon(sq);
+		if (sq->readonly && sq->lockfd < 0 &&
+		    (rc == SQLITE_READONLY || rc == SQLITE_CANTOPEN)) {
+			/* no -shm this user may make: read the file itself */
+			if (reopen_immutable(sq) == -1)
+				return -1;
+			return sq_begin(sq, 0);
+		}
 		return -1;
 	}
 }
@@ -759,8 +1137,8 @@ blob_key(struct sq *sq, const void *blob, int len, struct keyrec *rec)
 {
 	if (blob == NULL || len <= 0 || len > KEY_MAX) {
 		set_err(sq,
-		    "holds a key of %d bytes, which throttle never "
-		    "writes; the file was edited by something else",
+		    "holds a key of %d bytes, which this throttle cannot "
+		    "use",
 		    len);
 		return -1;
 	}
@@ -791,8 +1169,7 @@ decode_slots(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 		rec->state.slots = NULL;
 		set_err(sq,
 		    "holds a key whose sub-windows are not in "
-		    "throttle's encoding; the file was edited by "
-		    "something else");
+		    "throttle's encoding, which this throttle cannot use");
 		return -1;
 	}
 	rec->state.nslots = (size_t)n;
@@ -801,7 +1178,8 @@ decode_slots(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 
 /*
  * Decode the columns from algorithm on, starting at column col:
- * algorithm, lim, period, burst, granularity, s1, s2, s3, slots, rest_at.
+ * algorithm, lim, period, burst, granularity, s1, s2, s3, slots, rest_at,
+ * written_at.  Only the form is checked here; store.c checks the values.
  */
 static int
 decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
@@ -812,13 +1190,12 @@ decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 	rec->state.slots = NULL;
 	rec->state.nslots = 0;
 	name = (const char *)sqlite3_column_text(stmt, col);
-	for (i = col + 1; i <= col + 9; i++) {
+	for (i = col + 1; i <= col + 10; i++) {
 		if (i != col + 8 &&
 		    sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
 			set_err(sq,
 			    "holds a key whose state is not a number "
-			    "(column %d); the file was edited by something "
-			    "else",
+			    "(column %d), which this throttle cannot use",
 			    i);
 			return -1;
 		}
@@ -839,6 +1216,7 @@ decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
 	for (i = 0; i < STATE_FIELDS; i++)
 		rec->state.v[i] = sqlite3_column_int64(stmt, col + 5 + i);
 	rec->rest_at = sqlite3_column_int64(stmt, col + 9);
+	rec->written_at = sqlite3_column_int64(stmt, col + 10);
 	return decode_slots(sq, stmt, col + 8, rec);
 }
 
@@ -856,7 +1234,7 @@ sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 	 * forgets limits a key no longer has only when there are some */
 	if ((stmt = prep(sq,
 		 "SELECT algorithm, lim, period, burst, granularity, s1, s2,"
-		 " s3, slots, rest_at, idx FROM key_state"
+		 " s3, slots, rest_at, written_at, idx FROM key_state"
 		 " WHERE key = :key AND idx >= :idx ORDER BY idx LIMIT 2",
 		 "loading a key")) == NULL)
 		return -1;
@@ -867,7 +1245,7 @@ sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
 		ret = 0;
 	else if (rc != SQLITE_ROW)
 		sql_err(sq, "loading a key");
-	else if (sqlite3_column_int64(stmt, 10) != idx) {
+	else if (sqlite3_column_int64(stmt, 11) != idx) {
 		rec->more = 1; /* not this one, but a later one */
 		ret = 0;
 	} else if (decode(sq, stmt, 0, rec) == 0) {
@@ -899,9 +1277,10 @@ sq_save(void *p, const struct keyrec *rec)
 	if ((stmt = prep(sq,
 		 "INSERT OR REPLACE INTO key_state"
 		 " (key, algorithm, lim, period, burst, granularity,"
-		 " s1, s2, s3, slots, rest_at, idx)"
+		 " s1, s2, s3, slots, rest_at, idx, written_at)"
 		 " VALUES (:key, :algorithm, :lim, :period, :burst,"
-		 " :granularity, :s1, :s2, :s3, :slots, :rest_at, :idx)",
+		 " :granularity, :s1, :s2, :s3, :slots, :rest_at, :idx,"
+		 " :written_at)",
 		 "saving a key")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, rec->key, (int)rec->keylen, SQLITE_STATIC);
@@ -920,6 +1299,7 @@ sq_save(void *p, const struct keyrec *rec)
 		sqlite3_bind_null(stmt, 10);
 	sqlite3_bind_int64(stmt, 11, rec->rest_at);
 	sqlite3_bind_int(stmt, 12, rec->idx);
+	sqlite3_bind_int64(stmt, 13, rec->written_at);
 	rc = done(sq, stmt, "saving a key");
 	free(blob);
 	return rc;
@@ -962,35 +1342,47 @@ sq_trim(void *p, const char *key, size_t keylen, int n)
 	    n, "forgetting a limit");
 }
 
-/* When the key's lockout ends (0: none). */
+/* The key's lockout (until 0: none). */
 static int
-sq_lockout_get(void *p, const char *key, size_t keylen, int64_t *until)
+sq_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
 	int rc;
 
-	*until = 0;
+	k->since = k->until = 0;
 	if (sq->empty)
 		return 0;
-	if ((stmt = prep(sq, "SELECT until FROM lockout WHERE key = :key",
+	if ((stmt = prep(sq,
+		 "SELECT until, since FROM lockout WHERE key = :key",
 		 "reading a lockout")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	if ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
-		*until = sqlite3_column_int64(stmt, 0);
-	else if (rc != SQLITE_DONE)
+	if ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		k->until = sqlite3_column_int64(stmt, 0);
+		k->since = sqlite3_column_int64(stmt, 1);
+	} else if (rc != SQLITE_DONE)
 		sql_err(sq, "reading a lockout");
 	unprep(sq, stmt);
 	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
 }
 
 static int
-sq_lockout_put(void *p, const char *key, size_t keylen, int64_t until)
+sq_lockout_put(void *p, const char *key, size_t keylen,
+    const struct lockout *k)
 {
-	return key_stmt(p,
-	    "INSERT OR REPLACE INTO lockout (key, until) VALUES (:key, :until)",
-	    key, keylen, until, "saving a lockout");
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+
+	if ((stmt = prep(sq,
+		 "INSERT OR REPLACE INTO lockout (key, until, since)"
+		 " VALUES (:key, :until, :since)",
+		 "saving a lockout")) == NULL)
+		return -1;
+	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 2, k->until);
+	sqlite3_bind_int64(stmt, 3, k->since);
+	return done(sq, stmt, "saving a lockout");
 }
 
 /* A policy's options: 1 found, 0 none, -1 error. */
@@ -1015,8 +1407,8 @@ sq_policy_get(void *p, const char *name, char *buf, size_t len)
 	else if ((t = sqlite3_column_text(stmt, 0)) == NULL ||
 	    (size_t)sqlite3_column_bytes(stmt, 0) >= len)
 		set_err(sq,
-		    "holds a policy throttle never writes; the file "
-		    "was edited by something else");
+		    "holds a policy this throttle cannot read (set it "
+		    "afresh with throttle policy set)");
 	else {
 		memcpy(buf, t, (size_t)sqlite3_column_bytes(stmt, 0) + 1);
 		ret = 1;
@@ -1072,8 +1464,8 @@ sq_policy_list(void *p, int (*fn)(const char *, const char *, void *),
 		if (n <= 0 || n > KEY_MAX ||
 		    sqlite3_column_text(stmt, 1) == NULL) {
 			set_err(sq,
-			    "holds a policy throttle never writes; the "
-			    "file was edited by something else");
+			    "holds a policy this throttle cannot read (set "
+			    "it afresh with throttle policy set)");
 			ret = -1;
 			break;
 		}
@@ -1147,7 +1539,8 @@ sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
 		return 0;
 	if ((stmt = prep(sq,
 		 "SELECT key, idx, algorithm, lim, period, burst, granularity,"
-		 " s1, s2, s3, slots, rest_at FROM key_state ORDER BY key, idx",
+		 " s1, s2, s3, slots, rest_at, written_at FROM key_state"
+		 " ORDER BY key, idx",
 		 "listing keys")) == NULL)
 		return -1;
 	rec = xmalloc(sizeof(*rec));
@@ -1182,8 +1575,8 @@ text_col(struct sq *sq, sqlite3_stmt *stmt, int col, char *buf, size_t len)
 
 	if (t == NULL || n < 0 || (size_t)n >= len) {
 		set_err(sq,
-		    "holds a lease with a bad column %d; the file was "
-		    "edited by something else",
+		    "holds a lease with a bad column %d, which this "
+		    "throttle cannot use",
 		    col);
 		return -1;
 	}
@@ -1191,18 +1584,18 @@ text_col(struct sq *sq, sqlite3_stmt *stmt, int col, char *buf, size_t len)
 	return 0;
 }
 
+/* A lease's columns; only the form is checked here, store.c checks it. */
 static int
 decode_lease(struct sq *sq, sqlite3_stmt *stmt, struct lease *l)
 {
 	int i;
-	size_t k;
 
-	for (i = 2; i <= 7; i++)
-		if (sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
+	for (i = 2; i <= 11; i++)
+		if (i != 8 && i != 9 &&
+		    sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
 			set_err(sq,
 			    "holds a lease whose column %d is not a "
-			    "number; the file was edited by something "
-			    "else",
+			    "number, which this throttle cannot use",
 			    i);
 			return -1;
 		}
@@ -1210,23 +1603,16 @@ decode_lease(struct sq *sq, sqlite3_stmt *stmt, struct lease *l)
 	    text_col(sq, stmt, 8, l->boot_id, sizeof(l->boot_id)) == -1 ||
 	    text_col(sq, stmt, 9, l->host, sizeof(l->host)) == -1)
 		return -1;
-	l->priority = (int)sqlite3_column_int64(stmt, 2);
+	l->priority = (int)sqlite3_column_int(stmt, 2);
+	if (sqlite3_column_int64(stmt, 2) != l->priority)
+		l->priority = -1; /* out of range, as store.c will say */
 	l->acquired = sqlite3_column_int64(stmt, 3);
 	l->ttl = sqlite3_column_int64(stmt, 4);
 	l->expires = sqlite3_column_int64(stmt, 5);
 	l->pid = sqlite3_column_int64(stmt, 6);
 	l->pid_start = sqlite3_column_int64(stmt, 7);
-	for (k = 0; l->id[k] != '\0'; k++)
-		if (strchr("0123456789abcdef", l->id[k]) == NULL)
-			break;
-	if (k != LEASE_ID_LEN || l->id[k] != '\0' || l->priority < 0 ||
-	    l->priority > PRIO_LOW || l->ttl < 0 || l->expires < 0 ||
-	    l->pid < 0) {
-		set_err(sq,
-		    "holds a lease throttle never writes; the file was "
-		    "edited by something else");
-		return -1;
-	}
+	l->pgid = sqlite3_column_int64(stmt, 10);
+	l->pgid_start = sqlite3_column_int64(stmt, 11);
 	return 0;
 }
 
@@ -1245,10 +1631,10 @@ sq_lease_list(void *p, const char *key, size_t keylen,
 	if ((stmt = prep(sq,
 		 key != NULL
 		     ? "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		       " pid_start, boot_id, host FROM lease WHERE key = :key"
-		       " ORDER BY acquired, id"
+		       " pid_start, boot_id, host, pgid, pgid_start FROM lease"
+		       " WHERE key = :key ORDER BY acquired, id"
 		     : "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		       " pid_start, boot_id, host FROM lease"
+		       " pid_start, boot_id, host, pgid, pgid_start FROM lease"
 		       " ORDER BY key, acquired, id",
 		 "listing leases")) == NULL)
 		return -1;
@@ -1275,9 +1661,10 @@ sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 
 	if ((stmt = prep(sq,
 		 "INSERT OR REPLACE INTO lease (key, id, priority, acquired,"
-		 " ttl, expires, pid, pid_start, boot_id, host) VALUES"
+		 " ttl, expires, pid, pid_start, boot_id, host, pgid,"
+		 " pgid_start) VALUES"
 		 " (:key, :id, :priority, :acquired, :ttl, :expires, :pid,"
-		 " :pid_start, :boot_id, :host)",
+		 " :pid_start, :boot_id, :host, :pgid, :pgid_start)",
 		 "saving a lease")) == NULL)
 		return -1;
 	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
@@ -1290,6 +1677,8 @@ sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 	sqlite3_bind_int64(stmt, 8, l->pid_start);
 	sqlite3_bind_text(stmt, 9, l->boot_id, -1, SQLITE_STATIC);
 	sqlite3_bind_text(stmt, 10, l->host, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(stmt, 11, l->pgid);
+	sqlite3_bind_int64(stmt, 12, l->pgid_start);
 	return done(sq, stmt, "saving a lease");
 }
 
@@ -1333,12 +1722,10 @@ sq_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
 	else if (rc != SQLITE_ROW)
 		sql_err(sq, "loading a shedder");
 	else if (sqlite3_column_type(stmt, 0) != SQLITE_INTEGER ||
-	    sqlite3_column_type(stmt, 1) != SQLITE_INTEGER ||
-	    sqlite3_column_int64(stmt, 0) > SHED_ONE ||
-	    sqlite3_column_int64(stmt, 0) < -SHED_ONE * 1000000)
+	    sqlite3_column_type(stmt, 1) != SQLITE_INTEGER)
 		set_err(sq,
-		    "holds a shedder state throttle never writes; the "
-		    "file was edited by something else");
+		    "holds a shedder state that is not a number, which this "
+		    "throttle cannot use");
 	else {
 		*amount = sqlite3_column_int64(stmt, 0);
 		*changed = sqlite3_column_int64(stmt, 1);
@@ -1393,8 +1780,8 @@ sq_commit(void *p)
 {
 	struct sq *sq = p;
 
-	if (sq->group) {
-		sq->in_txn = 0; /* the group's COMMIT keeps it */
+	if (sq->group || sq->missing) {
+		sq->in_txn = 0; /* the group's COMMIT keeps it; or no file */
 		return 0;
 	}
 	if (exec_sql(sq, "COMMIT") == -1) {

@@ -20,16 +20,93 @@ struct store {
 	void *impl;
 	int held; /* store_close() leaves it open: store_free() closes it */
 	int group; /* in a group transaction */
+	char name[300]; /* as messages show it */
 	char err[STORE_ERR_MAX];
 };
 
-/* Is spec a Redis server's URL, not a file? */
+/*
+ * A record that failed its check: "NAME: the key 'KEY' WHY, which this
+ * throttle cannot use; ..." in st->err.  Not "edited by something else":
+ * nothing says who wrote it.
+ */
+static void
+bad_record(struct store *st, const char *key, size_t keylen, const char *why)
+{
+	FILE *fp;
+
+	if ((fp = fmemopen(st->err, sizeof(st->err), "w")) == NULL) {
+		snprintf(st->err, sizeof(st->err), "%s: a key %s", st->name,
+		    why);
+		return;
+	}
+	fprintf(fp, "%s: the key '", st->name);
+	output_escape_text(fp, key, keylen);
+	fprintf(fp,
+	    "' %s, which this throttle cannot use (throttle reset the key "
+	    "to start it afresh)",
+	    why);
+	fclose(fp);
+}
+
+/*
+ * The stores, by the scheme of --db: anything else that looks like
+ * SCHEME://... is refused, so a URL throttle does not understand never
+ * becomes a file of that name (a file whose name has "://" in it can be
+ * given as ./NAME or by its absolute path).  A path is the SQLite store.
+ */
+static const struct scheme {
+	const char *prefix;
+	const struct store_ops *ops; /* NULL: this build has no such store */
+} schemes[] = {
+#ifdef THROTTLE_REDIS
+	{ "redis://", &store_redis_ops },
+	{ "rediss://", &store_redis_ops },
+	{ "unix://", &store_redis_ops },
+#else
+	{ "redis://", NULL },
+	{ "rediss://", NULL },
+	{ "unix://", NULL },
+#endif
+};
+#define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
+
+/* The scheme spec names, or NULL for a file path (or an unknown scheme). */
+static const struct scheme *
+find_scheme(const char *spec)
+{
+	size_t i;
+
+	for (i = 0; i < NSCHEMES; i++)
+		if (strncmp(spec, schemes[i].prefix,
+			strlen(schemes[i].prefix)) == 0)
+			return &schemes[i];
+	return NULL;
+}
+
+/*
+ * 0 if throttle knows what kind of store spec names, else -1 and why: a
+ * SCHEME:// it does not support.
+ */
+int
+store_check_spec(const char *spec, const char **why)
+{
+	size_t n = strspn(spec,
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+
+	if (find_scheme(spec) != NULL || n == 0 ||
+	    strncmp(spec + n, "://", 3) != 0)
+		return 0;
+	*why = "is a URL of a kind throttle does not know; use redis://, "
+	       "rediss:// or unix:// (a Redis server), or a file path (a "
+	       "file whose name has :// in it: give it as ./NAME)";
+	return -1;
+}
+
+/* Is spec a server's URL, not a file? */
 int
 store_is_remote(const char *spec)
 {
-	return strncmp(spec, "redis://", 8) == 0 ||
-	    strncmp(spec, "rediss://", 9) == 0 ||
-	    strncmp(spec, "unix://", 7) == 0;
+	return find_scheme(spec) != NULL;
 }
 
 /*
@@ -53,25 +130,19 @@ store_display(const char *spec, char *buf, size_t len)
 	    at != NULL ? at + 1 : p);
 }
 
-/* Open the store named by spec: a file path, or a Redis server's URL. */
+/*
+ * Open the store named by spec: a file path, or a server's URL.  With
+ * STORE_READ in flags the store is only read: nothing is created (a
+ * missing file is a store with no keys) and nothing can be written.
+ */
 struct store *
-store_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
+store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
+    size_t errlen)
 {
+	const struct scheme *sc = find_scheme(spec);
 	struct store *st;
 
-	if (store_is_remote(spec)) {
-#ifdef THROTTLE_REDIS
-		st = xcalloc(1, sizeof(*st));
-		st->ops = &store_redis_ops;
-		st->impl =
-		    st->ops->open(spec, lock_timeout, st->err, sizeof(st->err));
-		if (st->impl == NULL) {
-			snprintf(err, errlen, "%s", st->err);
-			free(st);
-			return NULL;
-		}
-		return st;
-#else
+	if (sc != NULL && sc->ops == NULL) {
 		char name[300];
 
 		store_display(spec, name, sizeof(name));
@@ -80,11 +151,12 @@ store_open(const char *spec, int64_t lock_timeout, char *err, size_t errlen)
 		    "rebuild it with make REDIS=1 (needs libhiredis-dev)",
 		    name);
 		return NULL;
-#endif
 	}
 	st = xcalloc(1, sizeof(*st));
-	st->ops = &store_sqlite_ops;
-	st->impl = st->ops->open(spec, lock_timeout, st->err, sizeof(st->err));
+	store_display(spec, st->name, sizeof(st->name));
+	st->ops = sc != NULL ? sc->ops : &store_sqlite_ops;
+	st->impl = st->ops->open(spec, lock_timeout, flags, st->err,
+	    sizeof(st->err));
 	if (st->impl == NULL) {
 		snprintf(err, errlen, "%s", st->err);
 		free(st);
@@ -122,12 +194,26 @@ store_group_end(struct store *st, int commit)
 	return st->ops->group_end(st->impl, commit);
 }
 
-/* Load limit idx of a key: 1 if found, 0 if it has no state, -1 error. */
+/*
+ * Load limit idx of a key: 1 if found, 0 if it has no state, -1 error.  A
+ * record that throttle could not have written is an error, never decided
+ * on: every store's records are checked here, the same way.
+ */
 int
 store_load(struct store *st, const char *key, size_t keylen, int idx,
     struct keyrec *rec)
 {
-	return st->ops->load(st->impl, key, keylen, idx, rec);
+	const char *why;
+	int found = st->ops->load(st->impl, key, keylen, idx, rec);
+
+	if (found == 1 && limit_check_record(rec, &why) == -1) {
+		bad_record(st, key, keylen, why);
+		free(rec->state.slots);
+		rec->state.slots = NULL;
+		rec->state.nslots = 0;
+		return -1;
+	}
+	return found;
 }
 
 /* Forget a key's limits from index n on. */
@@ -137,20 +223,29 @@ store_trim(struct store *st, const char *key, size_t keylen, int n)
 	return st->ops->trim(st->impl, key, keylen, n);
 }
 
-/* When the key's lockout ends, in *until (0: none). */
+/* The key's lockout into *k (k->until 0: none); checked as store_load(). */
 int
 store_lockout_get(struct store *st, const char *key, size_t keylen,
-    int64_t *until)
+    struct lockout *k)
 {
-	return st->ops->lockout_get(st->impl, key, keylen, until);
+	const char *why;
+
+	memset(k, 0, sizeof(*k));
+	if (st->ops->lockout_get(st->impl, key, keylen, k) == -1)
+		return -1;
+	if (lockout_check(k, &why) == -1) {
+		bad_record(st, key, keylen, why);
+		return -1;
+	}
+	return 0;
 }
 
-/* Lock the key out until then. */
+/* Lock the key out as k says. */
 int
 store_lockout_put(struct store *st, const char *key, size_t keylen,
-    int64_t until)
+    const struct lockout *k)
 {
-	return st->ops->lockout_put(st->impl, key, keylen, until);
+	return st->ops->lockout_put(st->impl, key, keylen, k);
 }
 
 /* A policy's options into buf: 1 found, 0 none, -1 error. */
@@ -214,20 +309,74 @@ store_delete(struct store *st, const char *key, size_t keylen)
 	return st->ops->del(st->impl, key, keylen);
 }
 
-/* Call fn for every key in key order; stop early if it returns nonzero. */
+struct rec_walk {
+	struct store *st;
+	int (*fn)(const struct keyrec *, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+checked_rec(const struct keyrec *rec, void *p)
+{
+	struct rec_walk *w = p;
+	const char *why;
+
+	if (limit_check_record(rec, &why) == -1) {
+		bad_record(w->st, rec->key, rec->keylen, why);
+		w->bad = 1;
+		return -1;
+	}
+	return w->fn(rec, w->arg);
+}
+
+/*
+ * Call fn for every key's limits in key order, each checked as store_load()
+ * checks it; stop early if fn returns nonzero.
+ */
 int
 store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
     void *arg)
 {
-	return st->ops->list(st->impl, fn, arg);
+	struct rec_walk w = { st, fn, arg, 0 };
+	int rc = st->ops->list(st->impl, checked_rec, &w);
+
+	return w.bad ? -1 : rc;
 }
 
-/* Call fn for each lease of key (every key's, if key is NULL). */
+struct lease_walk {
+	struct store *st;
+	int (*fn)(const char *, size_t, const struct lease *, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+checked_lease(const char *key, size_t keylen, const struct lease *l, void *p)
+{
+	struct lease_walk *w = p;
+	const char *why;
+
+	if (lease_check(l, &why) == -1) {
+		bad_record(w->st, key, keylen, why);
+		w->bad = 1;
+		return -1;
+	}
+	return w->fn(key, keylen, l, w->arg);
+}
+
+/*
+ * Call fn for each lease of key (every key's, if key is NULL), each checked
+ * as store_load() checks a key's limits.
+ */
 int
 store_lease_list(struct store *st, const char *key, size_t keylen,
     int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
 {
-	return st->ops->lease_list(st->impl, key, keylen, fn, arg);
+	struct lease_walk w = { st, fn, arg, 0 };
+	int rc = st->ops->lease_list(st->impl, key, keylen, checked_lease, &w);
+
+	return w.bad ? -1 : rc;
 }
 
 /* Save a lease, replacing one with the same id. */
@@ -251,7 +400,14 @@ int
 store_shed_load(struct store *st, const char *key, size_t keylen,
     int64_t *amount, int64_t *changed)
 {
-	return st->ops->shed_load(st->impl, key, keylen, amount, changed);
+	const char *why;
+	int found = st->ops->shed_load(st->impl, key, keylen, amount, changed);
+
+	if (found == 1 && shed_check(*amount, *changed, &why) == -1) {
+		bad_record(st, key, keylen, why);
+		return -1;
+	}
+	return found;
 }
 
 /* Save a shedder's amount and when it changed. */
@@ -317,6 +473,13 @@ store_now(struct store *st, int64_t *now)
 	if (st->ops->now == NULL)
 		return -1;
 	return st->ops->now(st->impl, now);
+}
+
+/* Nonzero if the store keeps time (store_now() failing is then an error). */
+int
+store_has_clock(const struct store *st)
+{
+	return st->ops->now != NULL;
 }
 
 /*

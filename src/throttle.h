@@ -101,6 +101,12 @@ struct algo {
 	    const struct kstate *, struct kstate *next);
 	/* 0 if a stored state is one this algorithm could have written. */
 	int (*valid)(const struct limit *, const struct kstate *);
+	/*
+	 * Move every absolute time in the state by delta us (delta < 0: a
+	 * clock that stepped back), in place, keeping it valid: a state
+	 * written at T then reads at T + delta as it read at T.
+	 */
+	void (*shift)(const struct limit *, struct kstate *, int64_t delta);
 };
 
 /* Priorities, most important first: critical is never shed or reserved. */
@@ -119,9 +125,18 @@ struct lease {
 	int64_t expires; /* us since the epoch; 0: never */
 	int64_t pid; /* owner process; 0: none */
 	int64_t pid_start; /* its start time, clock ticks after boot */
-	char boot_id[BOOT_ID_MAX + 1]; /* the owner's boot */
+	char boot_id[BOOT_ID_MAX + 1]; /* the owner's boot ("": not known) */
 	char host[HOST_MAX + 1]; /* the owner's host */
+	int64_t pgid; /* run: the job's process group; 0: none */
+	int64_t pgid_start; /* its leader's start time, ticks after boot */
 };
+
+/* A key's lockout: refused from since until until (LOCKOUT_NEVER: reset). */
+struct lockout {
+	int64_t since; /* us; 0: not known (an older file) */
+	int64_t until; /* us; 0: none */
+};
+#define LOCKOUT_NEVER INT64_MAX
 
 /* What is known about a lease owner's life. */
 enum owner_state { OWNER_UNKNOWN, OWNER_ALIVE, OWNER_DEAD };
@@ -144,6 +159,7 @@ struct keyrec {
 	struct limit limit;
 	struct kstate state;
 	int64_t rest_at; /* when the key is back at rest (for gc) */
+	int64_t written_at; /* the clock when it was saved; 0: not known */
 	int more; /* store_load(): the key has limits past idx */
 };
 
@@ -205,6 +221,7 @@ struct opts {
 
 	const char **argv_ops; /* cmd_parse()'s, for cmd_free() */
 	int batch; /* a request of throttle batch */
+	int read_only; /* the command only reads the store */
 	struct store *store; /* the store every cmd_open() returns, if set */
 	struct store *owned; /* the one cmd_finish() opened, for cmd_main() */
 	char dbname[300]; /* --db as messages show it (no password) */
@@ -242,6 +259,8 @@ struct cmd_entry {
 	int takes_command; /* run: KEY -- COMMAND [ARGS...] */
 	int uses_policy; /* a key without limit options uses its policy */
 	int in_batch; /* may be a request of throttle batch */
+	int reads_only; /* never writes: opens the store to read only */
+	const char *reads_only_with; /* ... with one of these first operands */
 	int (*exec)(struct opts *);
 };
 
@@ -282,6 +301,7 @@ extern const struct algo algo_hybrid;
 
 /* clock.c */
 int clock_now(int64_t *, const char **);
+int clock_pinned(void);
 int64_t clock_monotonic(void);
 int clock_sleep(int64_t);
 
@@ -290,17 +310,18 @@ struct store;
 /* cmd-acquire.c */
 int cmd_acquire_scan(const struct opts *, struct store *, int, const char *,
     int64_t *, int64_t *, struct lease *);
-int cmd_acquire_take(struct opts *, int64_t, int64_t, struct lease *, int64_t *,
-    int64_t *, int *);
-int cmd_acquire_wait(struct opts *, int64_t, int64_t, struct lease *, int64_t *,
-    int64_t *, int *);
+int cmd_acquire_take(struct opts *, const struct lease *, int64_t,
+    struct lease *, int64_t *, int64_t *, int *);
+int cmd_acquire_wait(struct opts *, const struct lease *, int64_t,
+    struct lease *, int64_t *, int64_t *, int *);
 int cmd_acquire_check(struct opts *, const char *);
 void cmd_acquire_refused(const struct opts *, int64_t);
 
 /* cmd-consume.c */
-int cmd_consume_decide(struct opts *, int, int64_t, int64_t, struct work *,
+int cmd_consume_decide(struct opts *, int, int64_t, struct work *,
     struct decision *, int *);
 int cmd_consume_wait(struct opts *, int, struct decision *);
+void cmd_consume_refund(struct opts *);
 
 /* cmd.c */
 /* One limit of the command's key, loaded and ready to decide on. */
@@ -311,6 +332,7 @@ struct work {
 	struct kstate next; /* room for what the algorithm writes */
 	struct decision d;
 	int found;
+	int moved; /* limit_carry() moved the state: save it even if refused */
 };
 int cmd_main(int, char **);
 /* what cmd_parse() found the command line asks for */
@@ -328,6 +350,8 @@ int cmd_load(const struct opts *, struct store *, int, struct keyrec *, char *,
 int cmd_prepare(const struct opts *, struct store *, int, struct work *, char *,
     size_t);
 void cmd_unprepare(struct work *);
+void cmd_carry(const struct opts *, struct work *);
+int cmd_now(struct opts *, struct store *, char *, size_t);
 int cmd_fail(const struct opts *, struct store *, const char *);
 int cmd_save(const struct opts *, struct store *, int, const struct limit *,
     const struct kstate *, int64_t);
@@ -341,12 +365,15 @@ struct host {
 };
 int host_self(struct host *);
 int host_pid_start(int64_t, int64_t *);
+int host_group_alive(int64_t, int64_t);
 enum owner_state host_owner_state(const struct host *, const struct lease *);
 int host_new_id(char *, size_t);
 uint64_t host_random(void);
 int host_utilization(int64_t *, const char **);
 
 /* lease.c */
+int lease_check(const struct lease *, const char **);
+int lockout_check(const struct lockout *, const char **);
 int lease_live(const struct lease *, int64_t, enum owner_state);
 int lease_admit(int64_t, int64_t, int64_t, int);
 int64_t lease_reserve(int64_t, int64_t, int);
@@ -355,8 +382,8 @@ int64_t lease_expires_after(const struct lease *, int64_t);
 /* limit.c */
 int limit_validate(const struct limit *, const char **);
 int limit_same(const struct limit *, const struct limit *);
-void
-limit_carry(const struct limit *, const struct keyrec *, int, struct kstate *);
+int limit_carry(const struct limit *, const struct keyrec *, int, int64_t,
+    struct kstate *);
 int limit_check_record(const struct keyrec *, const char **);
 
 /* log.c */
@@ -419,6 +446,7 @@ int64_t shed_rest(const struct shed_params *);
 int64_t
 shed_update(const struct shed_params *, int64_t, int64_t, int64_t, int64_t);
 int64_t shed_drop_chance(int64_t, int);
+int shed_check(int64_t, int64_t, const char **);
 
 /* slots.c */
 size_t slots_encoded_max(size_t);
@@ -434,14 +462,14 @@ void faultvfs_register(void);
 struct store;
 /* What a store implements; errors go to the buffer given to open. */
 struct store_ops {
-	void *(*open)(const char *, int64_t, char *, size_t);
+	void *(*open)(const char *, int64_t, int, char *, size_t);
 	int (*begin)(void *, int);
 	int (*load)(void *, const char *, size_t, int, struct keyrec *);
 	int (*save)(void *, const struct keyrec *);
 	int (*del)(void *, const char *, size_t);
 	int (*trim)(void *, const char *, size_t, int);
-	int (*lockout_get)(void *, const char *, size_t, int64_t *);
-	int (*lockout_put)(void *, const char *, size_t, int64_t);
+	int (*lockout_get)(void *, const char *, size_t, struct lockout *);
+	int (*lockout_put)(void *, const char *, size_t, const struct lockout *);
 	int (*policy_get)(void *, const char *, char *, size_t);
 	int (*policy_put)(void *, const char *, const char *);
 	int (*policy_del)(void *, const char *);
@@ -464,10 +492,13 @@ struct store_ops {
 	int (*group_end)(void *, int);
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 };
-struct store *store_open(const char *, int64_t, char *, size_t);
+#define STORE_READ 0x01 /* store_open(): only read; create nothing */
+struct store *store_open(const char *, int64_t, int, char *, size_t);
+int store_check_spec(const char *, const char **);
 int store_is_remote(const char *);
 void store_display(const char *, char *, size_t);
 int store_now(struct store *, int64_t *);
+int store_has_clock(const struct store *);
 void store_hold(struct store *);
 void store_free(struct store *);
 int store_begin(struct store *, int);
@@ -475,8 +506,9 @@ int store_group_begin(struct store *);
 int store_group_end(struct store *, int);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);
-int store_lockout_get(struct store *, const char *, size_t, int64_t *);
-int store_lockout_put(struct store *, const char *, size_t, int64_t);
+int store_lockout_get(struct store *, const char *, size_t, struct lockout *);
+int store_lockout_put(struct store *, const char *, size_t,
+    const struct lockout *);
 int store_policy_get(struct store *, const char *, char *, size_t);
 int store_policy_put(struct store *, const char *, const char *);
 int store_policy_del(struct store *, const char *);

@@ -243,7 +243,8 @@ expect() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"sub-windows are not in throttle's encoding"* ]]
 	cmp state.db state.db.orig
-	sqlite3 state.db "UPDATE key_state SET slots = X'0105'"
+	# a sliding window keeps no fields: a value in one is not its own
+	sqlite3 state.db "UPDATE key_state SET slots = X'0101', s1 = 5"
 	run at 2 inspect k
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"state out of range"* ]]
@@ -267,4 +268,18 @@ expect() {
 		inside=$(awk -v s="$start" '$1 >= s && $1 < s + 20' admitted | wc -l)
 		[ "$inside" -le 5 ] || { echo "$inside admitted in [$start, $start+20)"; return 1; }
 	done <admitted
+}
+
+@test "a limit lowered below what a window holds: refused until it empties, never bricked" {
+	for algo in fixed-window sliding-window; do
+		run at 0 consume "low-$algo" --limit 10/60s --algorithm "$algo" --cost 8
+		[ "$status" -eq 0 ]
+		run --separate-stderr at 1 consume "low-$algo" --limit 3/60s --algorithm "$algo" --format json
+		[ "$status" -eq 1 ] || { echo "$algo: $status $output"; return 1; }
+		[ "$(field remaining "$output")" = 0 ] || { echo "$algo: $output"; return 1; }
+		run at 2 inspect "low-$algo" --format json
+		[ "$status" -eq 0 ] || { echo "$algo: inspect $status $output"; return 1; }
+		run at 61 consume "low-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 0 ] || { echo "$algo at 61: $status $output"; return 1; }
+	done
 }

@@ -35,7 +35,7 @@ let_go() {
 	[ "$(stat -c %a "$TMP/a")" = 700 ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
-	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 3 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 4 ]
 }
 
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
@@ -138,10 +138,10 @@ let_go() {
 	cp state.db v1.db
 	run at 2 check old --limit 1/1h --db v1.db
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 3 ]
+	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 4 ]
 	run at 2 consume old --limit 1/1h
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 3 ]
+	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 4 ]
 	run at 2 acquire old --concurrency 1
 	[ "$status" -eq 0 ]
 	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
@@ -319,10 +319,81 @@ let_go() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"is in a folder others can write"* ]]
 	[ ! -e open/state.db ]
-	# a sticky folder such as /tmp is fine: others cannot replace the file
+	# a sticky folder such as /tmp too: others could drop a -wal there
 	mkdir sticky && chmod 1777 sticky
 	run at 2 consume k --limit 1/1h --db sticky/state.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"is in a folder others can write"* ]]
+	[ ! -e sticky/state.db ]
+	# above the state folder, a sticky one (/tmp) is fine
+	mkdir -p sticky/root && chmod 700 sticky/root
+	run at 2 consume k --limit 1/1h --db sticky/root/state.db
 	[ "$status" -eq 0 ]
 	run at 2 consume k --limit 1/1h
 	[ "$status" -eq 1 ]
+}
+
+@test "as root, a -wal, -shm or -journal file another user dropped is refused" {
+	needs_sqlite
+	[ "$(id -u)" -eq 0 ] || skip "the check applies to root only"
+	at 1 consume k --limit 1/1h
+	at 1 policy set login --limit 1/1h --lockout 1h
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	rm -f state.db-wal state.db-shm
+	cp state.db state.db.orig
+	for f in state.db-wal state.db-shm state.db-journal; do
+		# what a second user could drop (a journal is read only if
+		# it holds something: a hot journal that would be replayed)
+		head -c 512 /dev/urandom >"$f"
+		chown 65534 "$f"
+		run at 2 consume k --limit 1/1h
+		[ "$status" -eq 3 ] || { echo "$f: $status $output"; return 1; }
+		[[ "$output" == *"its ${f#state.db} file is owned by user 65534"* ]]
+		cmp state.db state.db.orig
+		rm -f state.db-wal state.db-shm state.db-journal
+	done
+	# a symbolic link is refused whoever owns it
+	ln -s "$TMP/elsewhere" state.db-wal
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"its -wal file is a symbolic link"* ]]
+	[ ! -e "$TMP/elsewhere" ]
+	rm state.db-wal
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 1 ]
+}
+
+@test "a state file swapped for a FIFO or another file mid-call: no hang, no write into it" {
+	needs_sqlite
+	command -v timeout >/dev/null || skip "needs timeout (coreutils)"
+	at 1 consume k --limit 1000/1h
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	cp state.db good.db
+	mkfifo fifo
+	printf 'my notes\nline two\n' >notes.txt
+	cp notes.txt notes.orig
+	sqlite3 app.db 'CREATE TABLE users(name TEXT)'
+	cp app.db app.orig
+	# swap state.db for each of them and back, as fast as perl can (hard
+	# links, so a write through state.db would show in the other file)
+	command -v perl >/dev/null || skip "needs perl (perl-base)"
+	perl -e 'while (1) { for my $f ("fifo", "notes.txt", "app.db") {
+		link($f, "t1"); rename("t1", "state.db");
+		link("good.db", "t2"); rename("t2", "state.db"); } }' 3>&- &
+	swapper=$!
+	track "$swapper"
+	hung=0 bad=0
+	for n in $(seq 200); do
+		rc=0
+		timeout 5 "$THROTTLE" consume k --limit 1000/1h --lock-timeout 500ms 2>/dev/null || rc=$?
+		[ "$rc" -ne 124 ] || hung=$((hung + 1))
+		[ "$rc" -le 3 ] || [ "$rc" -eq 124 ] || bad=$((bad + 1))
+	done
+	kill "$swapper"
+	wait "$swapper" 2>/dev/null || true
+	[ "$hung" -eq 0 ] || { echo "$hung calls hung"; return 1; }
+	[ "$bad" -eq 0 ]
+	cmp notes.txt notes.orig
+	cmp app.db app.orig
+	[ ! -e app.db-wal ] || [ ! -s app.db-wal ]
 }

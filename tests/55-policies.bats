@@ -74,13 +74,13 @@ load lib
 	[ "$status" -eq 75 ]
 }
 
-@test "a policy edited by something else is refused, exit 3" {
+@test "a policy this throttle cannot use is refused, exit 3" {
 	needs_sqlite
 	"$THROTTLE" policy set x --limit 1/1s
 	sqlite3 state.db "UPDATE policy SET options = '--db /tmp/evil'"
 	run at 1 consume x
 	[ "$status" -eq 3 ]
-	[[ "$output" == *"the policy 'x' holds options throttle never writes"* ]]
+	[[ "$output" == *"the policy 'x' holds options this throttle cannot use"* ]]
 }
 
 @test "compound limits: 2/1s and 5/1m, the issue's example" {

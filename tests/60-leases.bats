@@ -129,7 +129,7 @@ load lib
 	"$THROTTLE" acquire a --concurrency 1 --owner "$pid"
 	"$THROTTLE" acquire b --concurrency 1 --owner "$pid"
 	# a: this host, an earlier boot: the owner is gone
-	sqlite3 state.db "UPDATE lease SET boot_id = 'earlier-boot' WHERE key = CAST('a' AS BLOB)"
+	sqlite3 state.db "UPDATE lease SET boot_id = '00000000-0000-0000-0000-0000000000ff' WHERE key = CAST('a' AS BLOB)"
 	# b: another host: its owner cannot be checked here, so it holds
 	sqlite3 state.db "UPDATE lease SET host = 'elsewhere' WHERE key = CAST('b' AS BLOB)"
 	run "$THROTTLE" acquire a --concurrency 1

@@ -75,7 +75,9 @@ load lib
 	for sig in TERM INT HUP; do
 		# a background job of a script starts with SIGINT ignored;
 		# start this one as a terminal would, with defaults
-		env --default-signal "$THROTTLE" run fwd --concurrency 1 -- sh -c "trap 'echo got-$sig; exit 9' $sig; sleep 5 & wait" >"$TMP/out" &
+		# (the job ends its own sleep: a background process of a
+		# script ignores SIGINT, and would hold the slot until done)
+		env --default-signal "$THROTTLE" run fwd --concurrency 1 -- sh -c "trap 'echo got-$sig; kill \$!; exit 9' $sig; sleep 5 & wait" >"$TMP/out" 3>&- &
 		wrapper=$!
 		sleep 0.5
 		kill -"$sig" "$wrapper"
@@ -88,18 +90,75 @@ load lib
 	done
 }
 
-@test "a SIGKILLed wrapper loses no slot, and its command does not run on" {
-	"$THROTTLE" run job --concurrency 1 -- sh -c 'sleep 30; touch finished' &
+# wait_gone PID: until process PID has exited (at most 10 s)
+wait_gone() {
+	for _ in $(seq 100); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+@test "a SIGKILLed wrapper's job keeps its slot until its last process ends" {
+	# the job's shell gets SIGTERM when its wrapper dies; the sleep it
+	# started lives on in the job's process group, and holds the slot
+	"$THROTTLE" run job --concurrency 1 -- sh -c 'sleep 3 & echo $! >"$0"; wait; touch "$0.done"' "$TMP/sleep.pid" 3>&- &
 	wrapper=$!
-	sleep 0.5
+	for _ in $(seq 50); do [ -s "$TMP/sleep.pid" ] && break; sleep 0.1; done
+	sleeper=$(cat "$TMP/sleep.pid")
 	kill -9 "$wrapper"
 	wait "$wrapper" 2>/dev/null || true
-	sleep 0.3
-	run "$THROTTLE" run job --concurrency 1 -- echo next
+	run --separate-stderr "$THROTTLE" run job --concurrency 1 -- echo second
+	kill -0 "$sleeper" # the test is only meaningful while it lives
+	[ "$status" -eq 75 ]
+	[ "$output" = "" ]
+	wait_gone "$sleeper"
+	run "$THROTTLE" run job --concurrency 1 -- echo second
 	[ "$status" -eq 0 ]
-	[ "$output" = next ]
-	sleep 0.2
-	! pgrep -f 'sleep 30; touch finished' >/dev/null
+	[ "$output" = second ]
+	[ ! -e "$TMP/sleep.pid.done" ] # the job's shell did not run on
+}
+
+@test "a job that leaves processes in its group keeps the slot until they end" {
+	run --separate-stderr "$THROTTLE" run bg --concurrency 1 -- sh -c 'sleep 2 >/dev/null 2>&1 & echo $! >"$0"' "$TMP/bg.pid"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"bg: sh left processes running in its process group"* ]]
+	sleeper=$(cat "$TMP/bg.pid")
+	run "$THROTTLE" run bg --concurrency 1 -- echo second
+	kill -0 "$sleeper"
+	[ "$status" -eq 75 ]
+	wait_gone "$sleeper"
+	run "$THROTTLE" run bg --concurrency 1 -- echo second
+	[ "$status" -eq 0 ]
+}
+
+@test "a process that starts its own session (setsid) has left the job" {
+	command -v setsid >/dev/null || skip "needs setsid (util-linux)"
+	run "$THROTTLE" run ss --concurrency 1 -- sh -c 'setsid sleep 2 >/dev/null 2>&1 </dev/null & echo $! >"$0"' "$TMP/ss.pid"
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" run ss --concurrency 1 -- echo second
+	[ "$status" -eq 0 ]
+	[ "$output" = second ]
+	kill "$(cat "$TMP/ss.pid")" 2>/dev/null || true
+}
+
+@test "run --limit: a command that cannot be executed gives its unit back" {
+	run -127 --separate-stderr at 10 run nightly --limit 1/1d -- "$TMP/no-such-backup"
+	[[ "$stderr" == *"no-such-backup: No such file or directory; its unit is given back"* ]]
+	touch "$TMP/not-executable"
+	run -126 at 11 run nightly --limit 1/1d -- "$TMP/not-executable"
+	# the fixed path runs at once, not a day later
+	run at 12 run nightly --limit 1/1d -- echo ran
+	[ "$status" -eq 0 ]
+	[ "$output" = ran ]
+	run at 13 run nightly --limit 1/1d -- echo ran
+	[ "$status" -eq 75 ]
+}
+
+@test "run --concurrency: a command that cannot be executed frees its slot" {
+	run -127 "$THROTTLE" run c --concurrency 1 -- "$TMP/no-such-command"
+	run "$THROTTLE" inspect c
+	[ "$status" -eq 1 ]
 }
 
 @test "run needs a rate or a slot count, a key, and a command after --" {

@@ -6,6 +6,7 @@ bats_require_minimum_version 1.5.0
 THROTTLE=${THROTTLE:-$BATS_TEST_DIRNAME/../throttle}
 
 setup() {
+	TRACKED=()
 	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
 	export THROTTLE_DB="$TMP/state.db"
 	# THROTTLE_TEST_REDIS=redis://host:port runs the suite on that server,
@@ -25,7 +26,18 @@ needs_sqlite() {
 }
 
 
+# track PID...: processes this test started in the background, killed in
+# teardown whatever happened (a test never finds processes by name).
+track() {
+	TRACKED+=("$@")
+}
+
 teardown() {
+	local pid
+	for pid in "${TRACKED[@]}"; do
+		kill -9 "$pid" 2>/dev/null
+	done
+	TRACKED=()
 	cd /
 	chmod -R u+w "$TMP" 2>/dev/null
 	rm -rf "$TMP"

@@ -1,0 +1,81 @@
+#!/usr/bin/env bats
+# Clocks that step, and callers that race: no algorithm may write a state
+# it would then refuse, and a clock that was ahead never locks a key for
+# longer than its own limit (or lockout) from now.
+
+load lib
+
+ALGOS="gcra fixed-window sliding-window hybrid"
+YEAR=$((365 * 86400))
+
+@test "hybrid: a clock stepping back never bricks the key (1000, 1000, 900, 1000)" {
+	for t in 1000 1000 900 1000; do
+		run at "$t" consume h --limit 3/10s --algorithm hybrid
+		[ "$status" -le 1 ] || { echo "t=$t: $status $output"; return 1; }
+	done
+	run at 1000 inspect h
+	[ "$status" -le 1 ]
+	run at 1001 consume h --limit 3/10s --algorithm hybrid
+	[ "$status" -le 1 ]
+}
+
+@test "every algorithm: any order of times, costs and releases leaves a usable key" {
+	for algo in $ALGOS; do
+		for step in "c 1000 1" "c 1000 1" "c 900 1" "c 1000 1" "r 950 5" \
+		    "c 990 3" "c 960 1" "r 970 1" "c 1200 2" "c 1100 0" \
+		    "r 1100 9" "c 1000 3" "c 1000 1"; do
+			set -- $step
+			if [ "$1" = c ]; then
+				run at "$2" consume "k-$algo" --limit 3/10s --algorithm "$algo" --cost "$3"
+				[ "$status" -le 1 ] || { echo "$algo: $step: $status $output"; return 1; }
+			else
+				run at "$2" release "k-$algo" --cost "$3"
+				[ "$status" -eq 0 ] || { echo "$algo: $step: $status $output"; return 1; }
+			fi
+		done
+		run at 1300 inspect "k-$algo"
+		[ "$status" -le 1 ] || { echo "$algo: inspect $status $output"; return 1; }
+	done
+}
+
+@test "every algorithm: a key used with the clock a year ahead waits its period, not a year" {
+	for algo in $ALGOS; do
+		at $((1000 + YEAR)) consume "y-$algo" --limit 3/60s --algorithm "$algo" --cost 3
+		run --separate-stderr at 1001 consume "y-$algo" --limit 3/60s --algorithm "$algo" --format json
+		[ "$status" -eq 1 ] || { echo "$algo: $status"; return 1; }
+		retry=$(field retry_after "$output")
+		[ "${retry%.*}" -le 60 ] || { echo "$algo: retry_after $retry"; return 1; }
+		# the moved state was kept: one period on, the key is usable
+		run at 1061 consume "y-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 0 ] || { echo "$algo at 1061: $status $output"; return 1; }
+		run at 1062 inspect "y-$algo" --format json
+		[ "$status" -eq 0 ]
+		reset=$(field reset_after "$output")
+		[ "${reset%.*}" -le 120 ] || { echo "$algo: reset_after $reset"; return 1; }
+	done
+}
+
+@test "a lockout begun with the clock a year ahead lasts its length from now" {
+	at $((1000 + YEAR)) consume L --limit 1/60s --lockout 10m
+	run at $((1000 + YEAR)) consume L --limit 1/60s --lockout 10m
+	[ "$status" -eq 1 ]
+	run --separate-stderr at 1001 consume L --limit 1/60s --lockout 10m --format json
+	[ "$status" -eq 1 ]
+	retry=$(field retry_after "$output")
+	[ "${retry%.*}" -le 600 ] || { echo "retry_after $retry"; return 1; }
+	run at 1602 consume L --limit 1/60s --lockout 10m
+	[ "$status" -eq 0 ]
+}
+
+@test "hybrid: 50 processes racing on 5/50ms never leave a state the key refuses" {
+	for round in 1 2 3 4 5; do
+		for p in $(seq 50); do
+			"$THROTTLE" -q consume race --limit 5/50ms --algorithm hybrid &
+		done 2>/dev/null
+		wait || true
+		run "$THROTTLE" inspect race
+		[ "$status" -le 1 ] || { echo "round $round: $status $output"; return 1; }
+		run "$THROTTLE" consume race --limit 5/50ms --algorithm hybrid --lock-timeout 5s
+		[ "$status" -le 1 ] || { echo "round $round: $status $output"; return 1; }
+	done
+}
