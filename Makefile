@@ -62,7 +62,8 @@ OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
 		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
 		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
 		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
-		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o src/faultvfs.o \
+		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o \
+		src/cmd-verify.o src/faultvfs.o \
 		$(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 		tests/unit/test-property
@@ -158,6 +159,13 @@ fuzz: $(FUZZERS)
 	    tail -1 fuzz/work/$$n.log; \
 	done
 
+# The README's Quick start, both commands, on a fresh minimal Debian 12
+# (needs root, debootstrap and the network; about two minutes).
+# FRESH_TREE=worktree tests uncommitted changes; FRESH_CACHE=DIR reuses the
+# root it makes.
+fresh-check:
+	bash tests/fresh-check
+
 # The soak (minutes, so not in check): 8 x 2000 mixed calls on one file.
 soak: throttle
 	THROTTLE=$(CURDIR)/throttle bats tests/slow
@@ -211,4 +219,5 @@ clean:
 	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work
 
-.PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean
+.PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean \
+	fresh-check

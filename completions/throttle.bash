@@ -8,7 +8,7 @@ _throttle_keys()
 _throttle()
 {
 	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-	local commands="consume check release inspect reset acquire renew run shed policy gc batch help"
+	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
 	local decide="--limit --burst --algorithm --granularity --cost --lockout --wait"
 	local lease="--concurrency --ttl --owner --priority --reserve --wait"
@@ -41,6 +41,7 @@ _throttle()
 		run) COMPREPLY=($(compgen -W "$decide $lease --conflict-exit-code $global" -- "$cur")) ;;
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
 		policy) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
+		verify) COMPREPLY=($(compgen -W "--quick $global" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
 		esac
 		return
@@ -49,7 +50,7 @@ _throttle()
 	"") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
-	gc | batch) ;;
+	gc | verify | batch) ;;
 	*)
 		local IFS=$'\n'
 		COMPREPLY=($(compgen -W "$(_throttle_keys)" -- "$cur"))

@@ -1,6 +1,6 @@
 # fish completion for throttle(1)
 
-set -l commands consume check release inspect reset acquire renew run shed policy gc batch help
+set -l commands consume check release inspect reset acquire renew run shed policy gc verify batch help
 function __throttle_keys
 	throttle inspect --names 2>/dev/null
 end
@@ -17,6 +17,8 @@ complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a run -d 'r
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a shed -d 'shed work while overloaded'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a policy -d 'keep limits under a name'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a gc -d 'forget keys at rest and ended leases'
+complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a verify -d 'check every page and record of the store'
+complete -c throttle -n "__fish_seen_subcommand_from verify" -l quick -d 'quick_check, not integrity_check'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a batch -d 'answer requests read one per line from stdin'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
 complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'

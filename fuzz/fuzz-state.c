@@ -43,8 +43,7 @@ same_state(const struct kstate *a, const struct kstate *b)
 	return memcmp(a->v, b->v, sizeof(a->v)) == 0 &&
 	    a->nslots == b->nslots &&
 	    (a->nslots == 0 ||
-		memcmp(a->slots, b->slots, a->nslots * sizeof(*a->slots)) ==
-		    0);
+		memcmp(a->slots, b->slots, a->nslots * sizeof(*a->slots)) == 0);
 }
 
 int
@@ -101,7 +100,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		must_be_valid(&other, &next);
 	}
 	/* the same state saved later than now: moved back, still valid */
-	rec.written_at = now < TIME_MAX - 1 ? now + 1 + (int64_t)(cost % 1000) : now;
+	rec.written_at =
+	    now < TIME_MAX - 1 ? now + 1 + (int64_t)(cost % 1000) : now;
 	next.nslots = 0;
 	limit_carry(&rec.limit, &rec, 1, now, &next);
 	must_be_valid(&rec.limit, &next);

@@ -160,8 +160,9 @@ static void
 sliding_shift(const struct limit *l, struct kstate *s, int64_t delta)
 {
 	/* ceil(delta / G): sub-windows move back by no more than delta */
-	i128 q = delta >= 0 ? ((i128)delta + l->granularity - 1) / l->granularity
-			    : -((-(i128)delta) / l->granularity);
+	i128 q = delta >= 0
+	    ? ((i128)delta + l->granularity - 1) / l->granularity
+	    : -((-(i128)delta) / l->granularity);
 	size_t i, n = 0;
 
 	for (i = 0; i < s->nslots; i++) {

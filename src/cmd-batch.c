@@ -421,7 +421,8 @@ batch_exec(struct opts *o)
 					"was not decided",
 				    lineno);
 				answer_error(&g, "", 0,
-				    "the line holds a NUL byte, which no request "
+				    "the line holds a NUL byte, which no "
+				    "request "
 				    "can; it was not decided",
 				    EXIT_USAGE);
 			} else

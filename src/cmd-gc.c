@@ -58,7 +58,9 @@ gc_exec(struct opts *o)
 		return rc;
 	do {
 		d.n = 0;
-		if (store_begin(st, 1) == -1 ||
+		/* gc changes rows all over the file: it checks the whole
+		 * file first, and leaves a corrupt one as it is */
+		if (store_begin(st, 1) == -1 || store_verify(st, 1) == -1 ||
 		    (keys = store_tidy(st, o->now, 0)) == -1 ||
 		    store_lease_list(st, NULL, 0, collect, &d) == -1)
 			goto fail;

@@ -30,11 +30,9 @@ show(const struct keyrec *rec, void *arg)
 	cur.slots = xcalloc(rec->state.nslots + 1, sizeof(*cur.slots));
 	next.slots = xcalloc(rec->state.nslots + 2, sizeof(*next.slots));
 	limit_carry(&rec->limit, rec, 1, ctx->o->now, &cur);
-	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 0, &now,
-	    &next);
+	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 0, &now, &next);
 	next.nslots = 0;
-	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 1, &one,
-	    &next);
+	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 1, &one, &next);
 	free(next.slots);
 	free(cur.slots);
 	memset(&r, 0, sizeof(r));

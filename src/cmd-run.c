@@ -188,8 +188,7 @@ run_job(struct opts *o, struct job *j, int *ran)
 	while (write(j->go, "g", 1) == -1 && errno == EINTR)
 		;
 	close(j->go);
-	while ((n = read(j->report, &err, sizeof(err))) == -1 &&
-	    errno == EINTR)
+	while ((n = read(j->report, &err, sizeof(err))) == -1 && errno == EINTR)
 		;
 	close(j->report);
 	*ran = n != (ssize_t)sizeof(err);
@@ -322,8 +321,8 @@ run_slotted(struct opts *o)
 	who.pid = getpid();
 	who.pgid = j.pid;
 	who.pgid_start = j.start;
-	switch (cmd_acquire_wait(o, &who, o->has_ttl ? o->ttl : 0, &l,
-	    &active, &soonest, &rc)) {
+	switch (cmd_acquire_wait(o, &who, o->has_ttl ? o->ttl : 0, &l, &active,
+	    &soonest, &rc)) {
 	case -1:
 		cancel_job(&j);
 		return rc;

@@ -17,7 +17,7 @@
 extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
     cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_help_entry,
     cmd_acquire_entry, cmd_renew_entry, cmd_shed_entry, cmd_run_entry,
-    cmd_gc_entry, cmd_policy_entry, cmd_batch_entry;
+    cmd_gc_entry, cmd_policy_entry, cmd_batch_entry, cmd_verify_entry;
 
 static const struct cmd_entry *const cmd_table[] = {
 	&cmd_consume_entry,
@@ -31,6 +31,7 @@ static const struct cmd_entry *const cmd_table[] = {
 	&cmd_shed_entry,
 	&cmd_policy_entry,
 	&cmd_gc_entry,
+	&cmd_verify_entry,
 	&cmd_batch_entry,
 	&cmd_help_entry,
 	NULL,
@@ -64,7 +65,8 @@ enum {
 	OPT_CONFLICT_EXIT_CODE,
 	OPT_LOCKOUT,
 	OPT_WAIT,
-	OPT_NAMES
+	OPT_NAMES,
+	OPT_QUICK
 };
 
 static const struct option_def {
@@ -90,6 +92,8 @@ static const struct option_def {
 	    "once refused, the key stays refused this long" },
 	{ OPT_NAMES, "names", 0, NULL, CMDOPT_NAMES,
 	    "inspect: only the keys' names, one per line (for completion)" },
+	{ OPT_QUICK, "quick", 0, NULL, CMDOPT_QUICK,
+	    "verify: SQLite's quick_check, not its full integrity_check" },
 	{ OPT_WAIT, "wait", 0, "MAX", CMDOPT_WAIT,
 	    "wait until allowed (at most MAX, with --wait=MAX)" },
 	{ OPT_CONCURRENCY, "concurrency", 0, "N", CMDOPT_CONCURRENCY,
@@ -432,6 +436,9 @@ apply(struct opts *o, const struct option_def *d, const char *v)
 		break;
 	case OPT_NAMES:
 		o->names = 1;
+		break;
+	case OPT_QUICK:
+		o->quick = 1;
 		break;
 	case OPT_LOCKOUT:
 		if (parse_duration(v, &o->lockout, &err) == -1)

@@ -145,8 +145,7 @@ host_group_alive(int64_t pgid, int64_t start)
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')
 			continue;
 		if (proc_stat(e->d_name, &state, &pgrp, &st) == 0 &&
-		    pgrp == pgid && st >= start && state != 'Z' &&
-		    state != 'X')
+		    pgrp == pgid && st >= start && state != 'Z' && state != 'X')
 			alive = 1;
 	}
 	closedir(d);

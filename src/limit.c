@@ -98,7 +98,8 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 		return -1;
 	if ((!rec->limit.algo->takes_granularity && rec->state.nslots != 0) ||
 	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1 ||
-	    rec->rest_at < 0 || rec->written_at < 0 || rec->written_at > TIME_MAX) {
+	    rec->rest_at < 0 || rec->written_at < 0 ||
+	    rec->written_at > TIME_MAX) {
 		*errstr = "has a state out of range";
 		return -1;
 	}

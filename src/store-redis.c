@@ -636,8 +636,7 @@ rs_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
 }
 
 static int
-rs_lockout_put(void *p, const char *key, size_t keylen,
-    const struct lockout *k)
+rs_lockout_put(void *p, const char *key, size_t keylen, const struct lockout *k)
 {
 	struct rs *rs = p;
 	char v[48];
@@ -1136,11 +1135,10 @@ rs_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
 	if ((h = get_hash(rs, 'l', key, keylen)) == NULL)
 		return -1;
 	n = snprintf(val, sizeof(val),
-	    "%d\n%lld\n%lld\n%lld\n%lld\n%lld\n%s\n%s\n%lld\n%lld",
-	    l->priority, (long long)l->acquired, (long long)l->ttl,
-	    (long long)l->expires, (long long)l->pid, (long long)l->pid_start,
-	    l->boot_id, l->host, (long long)l->pgid,
-	    (long long)l->pgid_start);
+	    "%d\n%lld\n%lld\n%lld\n%lld\n%lld\n%s\n%s\n%lld\n%lld", l->priority,
+	    (long long)l->acquired, (long long)l->ttl, (long long)l->expires,
+	    (long long)l->pid, (long long)l->pid_start, l->boot_id, l->host,
+	    (long long)l->pgid, (long long)l->pgid_start);
 	argv[0] = "HSET";
 	argv[1] = h->rkey;
 	argv[2] = l->id;

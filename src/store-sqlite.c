@@ -448,8 +448,7 @@ static struct {
 } guard;
 static int (*real_open)(const char *, int, int);
 
-static int
-refuse_fd(int fd, int err, const char *fmt, ...)
+static int refuse_fd(int fd, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 static int
@@ -512,7 +511,8 @@ guarded_open(const char *path, int flags, int mode)
 
 	if (!guarded(path, &suffix))
 		return real_open(path, flags, mode);
-	if ((fd = real_open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode)) == -1) {
+	if ((fd = real_open(path, flags | O_NOFOLLOW | O_NONBLOCK, mode)) ==
+	    -1) {
 		if (errno == ELOOP && *suffix == '\0')
 			return refuse_fd(-1, ELOOP,
 			    "is a symbolic link; give the path of the state "
@@ -554,8 +554,8 @@ guarded_open(const char *path, int flags, int mode)
 		    "its %s file is owned by user %ld (mode %04o), not only "
 		    "by the state file's owner (%ld); as root throttle "
 		    "refuses to read it: remove it if no throttle is running",
-		    suffix, (long)sb.st_uid,
-		    (unsigned)(sb.st_mode & 07777), (long)guard.owner);
+		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777),
+		    (long)guard.owner);
 	if (!(flags & O_NONBLOCK) && (fl = fcntl(fd, F_GETFL)) != -1)
 		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	return fd;
@@ -572,9 +572,10 @@ guard_begin(const char *path)
 
 	if (real_open == NULL && (vfs = sqlite3_vfs_find("unix")) != NULL &&
 	    vfs->xSetSystemCall != NULL) {
-		real_open = (int (*)(const char *, int, int))vfs->xGetSystemCall(
-		    vfs, "open");
-		vfs->xSetSystemCall(vfs, "open", (sqlite3_syscall_ptr)guarded_open);
+		real_open = (int (*)(const char *, int,
+		    int))vfs->xGetSystemCall(vfs, "open");
+		vfs->xSetSystemCall(vfs, "open",
+		    (sqlite3_syscall_ptr)guarded_open);
 	}
 	guard.why[0] = '\0';
 	guard.owner = geteuid();
@@ -611,7 +612,6 @@ guard_why(struct sq *sq)
 	guard.why[0] = '\0';
 	return 1;
 }
-
 
 static int sq_begin(void *, int);
 static int sq_commit(void *);
@@ -663,7 +663,8 @@ strict_modes(struct sq *sq)
 		}
 		slash = dir + strlen(dir);
 		if (snprintf(slash, sizeof(dir) - (size_t)(slash - dir), "/%s",
-			sq->path) >= (int)(sizeof(dir) - (size_t)(slash - dir))) {
+			sq->path) >=
+		    (int)(sizeof(dir) - (size_t)(slash - dir))) {
 			set_err(sq, "cannot be checked: the path is too long");
 			return -1;
 		}
@@ -682,13 +683,15 @@ strict_modes(struct sq *sq)
 			}
 			/* about to be created, 0700 */
 		} else if ((sb.st_uid != 0 && sb.st_uid != geteuid()) ||
-		    ((sb.st_mode & 022) && (first || !(sb.st_mode & S_ISVTX)))) {
+		    ((sb.st_mode & 022) &&
+			(first || !(sb.st_mode & S_ISVTX)))) {
 			set_err(sq,
 			    "is in a folder others can write (%s: owner %ld, "
 			    "mode %04o); as root throttle refuses it, as ssh's "
 			    "StrictModes does: use a folder only root can "
 			    "write, such as /var/lib/throttle",
-			    dir, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+			    dir, (long)sb.st_uid,
+			    (unsigned)(sb.st_mode & 07777));
 			return -1;
 		}
 		first = 0;
@@ -738,7 +741,6 @@ lock_folder(struct sq *sq)
 	return fd;
 }
 
-
 /* path as a URI for SQLite: file:PATH?immutable=1, PATH escaped. */
 static int
 immutable_uri(const char *path, char *buf, size_t len)
@@ -749,8 +751,7 @@ immutable_uri(const char *path, char *buf, size_t len)
 
 	if (len < 5 + 13)
 		return -1;
-	memcpy(buf, "file:", 5);
-	n = 5;
+	n = (size_t)snprintf(buf, len, "file:");
 	for (p = (const unsigned char *)path; *p != '\0'; p++) {
 		if (n + 3 + 13 >= len)
 			return -1;
@@ -772,8 +773,8 @@ static int
 sq_connect(struct sq *sq, int create, int immutable)
 {
 	char uri[PATH_MAX * 3 + 32];
-	int flags = SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX |
-	    SQLITE_OPEN_EXRESCODE;
+	int flags =
+	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 	int64_t ms;
 
 	flags |= sq->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
@@ -801,8 +802,12 @@ sq_connect(struct sq *sq, int create, int immutable)
 	ms = (sq->lock_timeout + 999) / 1000;
 	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
 	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
-	 * commits on power loss, never corrupt (promise 2 above). */
-	if (!sq->readonly && exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1)
+	 * commits on power loss, never corrupt (promise 2 above).  Every
+	 * b-tree cell is checked as it is read, so a page a decision reads
+	 * that is corrupt stops it before it writes (promise 8). */
+	if ((!sq->readonly &&
+		exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1) ||
+	    exec_sql(sq, "PRAGMA cell_size_check=ON") == -1)
 		return -1;
 	return 0;
 }
@@ -922,8 +927,10 @@ static int
 reopen_immutable(struct sq *sq)
 {
 	/* SQLite's lock bytes: PENDING_BYTE + 2, SHARED_SIZE of them */
-	struct flock fl = { .l_type = F_RDLCK, .l_whence = SEEK_SET,
-		.l_start = 0x40000002, .l_len = 510 };
+	struct flock fl = { .l_type = F_RDLCK,
+		.l_whence = SEEK_SET,
+		.l_start = 0x40000002,
+		.l_len = 510 };
 	int64_t deadline = clock_monotonic() + sq->lock_timeout;
 	char wal[PATH_MAX + 8];
 	struct stat sb;
@@ -938,8 +945,8 @@ reopen_immutable(struct sq *sq)
 		return -1;
 	}
 	sq_disconnect(sq);
-	if ((fd = open(sq->path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
-		      O_CLOEXEC)) == -1) {
+	if ((fd = open(sq->path,
+		 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1) {
 		set_err(sq, "cannot be read: %s", strerror(errno));
 		return -1;
 	}
@@ -1368,8 +1375,7 @@ sq_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
 }
 
 static int
-sq_lockout_put(void *p, const char *key, size_t keylen,
-    const struct lockout *k)
+sq_lockout_put(void *p, const char *key, size_t keylen, const struct lockout *k)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
@@ -1753,6 +1759,51 @@ sq_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
 	return done(sq, stmt, "saving a shedder");
 }
 
+/*
+ * SQLite's check of every page (quick: quick_check, which skips the
+ * indexes' agreement with their tables): 0 if it says ok, else -1 and the
+ * first problems it found.
+ */
+static int
+sq_verify(void *p, int quick)
+{
+	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	const char *t;
+	char found[600] = "";
+	size_t n = 0;
+	int rc, bad = 0;
+
+	if (sq->empty)
+		return 0;
+	if ((stmt = prep(sq,
+		 quick ? "PRAGMA quick_check(10)"
+		       : "PRAGMA integrity_check(10)",
+		 "checking the file")) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		t = (const char *)sqlite3_column_text(stmt, 0);
+		if (t == NULL || strcmp(t, "ok") == 0)
+			continue;
+		bad = 1;
+		if (n + strlen(t) + 3 < sizeof(found))
+			n += (size_t)snprintf(found + n, sizeof(found) - n,
+			    "%s%s", n ? "; " : "", t);
+	}
+	if (rc != SQLITE_DONE) {
+		sql_err(sq, "checking the file");
+		unprep(sq, stmt);
+		return -1;
+	}
+	unprep(sq, stmt);
+	if (bad)
+		set_err(sq,
+		    "is corrupt (%s: %s); it was left untouched: move it "
+		    "aside to start afresh",
+		    quick ? "quick_check" : "integrity_check", found);
+	return bad ? -1 : 0;
+}
+
 /* Every key that has rate state or leases, once each, in order. */
 static int
 sq_names(void *p, int (*fn)(const char *, size_t, void *), void *arg)
@@ -1879,6 +1930,7 @@ const struct store_ops store_sqlite_ops = {
 	.commit = sq_commit,
 	.rollback = sq_rollback,
 	.close = sq_close,
+	.verify = sq_verify,
 };
 
 /* The SQLite library version this binary runs with. */

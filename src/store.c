@@ -91,7 +91,8 @@ int
 store_check_spec(const char *spec, const char **why)
 {
 	size_t n = strspn(spec,
-	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+."
+	    "-");
 
 	if (find_scheme(spec) != NULL || n == 0 ||
 	    strncmp(spec + n, "://", 3) != 0)
@@ -155,8 +156,8 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	st = xcalloc(1, sizeof(*st));
 	store_display(spec, st->name, sizeof(st->name));
 	st->ops = sc != NULL ? sc->ops : &store_sqlite_ops;
-	st->impl = st->ops->open(spec, lock_timeout, flags, st->err,
-	    sizeof(st->err));
+	st->impl =
+	    st->ops->open(spec, lock_timeout, flags, st->err, sizeof(st->err));
 	if (st->impl == NULL) {
 		snprintf(err, errlen, "%s", st->err);
 		free(st);
@@ -416,6 +417,16 @@ store_shed_save(struct store *st, const char *key, size_t keylen,
     int64_t amount, int64_t changed)
 {
 	return st->ops->shed_save(st->impl, key, keylen, amount, changed);
+}
+
+/*
+ * Check every page of the store, inside a transaction: 0, or -1 with what
+ * is wrong.  A store with nothing of the kind to check passes.
+ */
+int
+store_verify(struct store *st, int quick)
+{
+	return st->ops->verify != NULL ? st->ops->verify(st->impl, quick) : 0;
 }
 
 /* Commit: 0 done, STORE_RETRY run the transaction again, -1 error. */

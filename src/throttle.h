@@ -186,6 +186,7 @@ struct opts {
 	int64_t lockout;
 	int has_wait;
 	int names; /* inspect --names */
+	int quick; /* verify --quick */
 	int64_t wait_max; /* -1: no bound */
 	const char *policy; /* the policy that supplied options, if any */
 
@@ -243,6 +244,7 @@ struct opts {
 #define CMDOPT_LOCKOUT 0x800
 #define CMDOPT_WAIT 0x1000
 #define CMDOPT_NAMES 0x2000
+#define CMDOPT_QUICK 0x4000
 /* what a policy may hold */
 #define CMDOPT_POLICY                                                          \
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
@@ -469,7 +471,8 @@ struct store_ops {
 	int (*del)(void *, const char *, size_t);
 	int (*trim)(void *, const char *, size_t, int);
 	int (*lockout_get)(void *, const char *, size_t, struct lockout *);
-	int (*lockout_put)(void *, const char *, size_t, const struct lockout *);
+	int (
+	    *lockout_put)(void *, const char *, size_t, const struct lockout *);
 	int (*policy_get)(void *, const char *, char *, size_t);
 	int (*policy_put)(void *, const char *, const char *);
 	int (*policy_del)(void *, const char *);
@@ -491,6 +494,8 @@ struct store_ops {
 	int (*group_begin)(void *);
 	int (*group_end)(void *, int);
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
+	/* check every page (quick: less thoroughly), or NULL: none to do */
+	int (*verify)(void *, int);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
 struct store *store_open(const char *, int64_t, int, char *, size_t);
@@ -507,8 +512,8 @@ int store_group_end(struct store *, int);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);
 int store_lockout_get(struct store *, const char *, size_t, struct lockout *);
-int store_lockout_put(struct store *, const char *, size_t,
-    const struct lockout *);
+int
+store_lockout_put(struct store *, const char *, size_t, const struct lockout *);
 int store_policy_get(struct store *, const char *, char *, size_t);
 int store_policy_put(struct store *, const char *, const char *);
 int store_policy_del(struct store *, const char *);
@@ -525,6 +530,7 @@ int store_lease_put(struct store *, const char *, size_t, const struct lease *);
 int store_lease_del(struct store *, const char *, size_t, const char *);
 int store_shed_load(struct store *, const char *, size_t, int64_t *, int64_t *);
 int store_shed_save(struct store *, const char *, size_t, int64_t, int64_t);
+int store_verify(struct store *, int);
 int store_commit(struct store *);
 void store_rollback(struct store *);
 const char *store_error(const struct store *);

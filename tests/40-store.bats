@@ -42,15 +42,15 @@ let_go() {
 	unpriv "$TMP/u"
 	unset THROTTLE_DB
 	run env HOME="$TMP/u/home" XDG_STATE_HOME="$TMP/u/xdg" THROTTLE_NOW=1 \
-	    "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	    "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 	[ -f "$TMP/u/xdg/throttle/state.db" ]
-	run env HOME="$TMP/u/home" THROTTLE_NOW=1 "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	run env HOME="$TMP/u/home" THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 	[ -f "$TMP/u/home/.local/state/throttle/state.db" ]
 	[ "$(stat -c %a "$TMP/u/home/.local/state/throttle")" = 700 ]
 	# a relative XDG_STATE_HOME is ignored, as the XDG spec says
-	run env HOME="$TMP/u/home2" XDG_STATE_HOME=rel THROTTLE_NOW=1 "${UNPRIV[@]}" "$THROTTLE" consume k --limit 1/1s
+	run env HOME="$TMP/u/home2" XDG_STATE_HOME=rel THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
 	[ -f "$TMP/u/home2/.local/state/throttle/state.db" ]
 }
 
@@ -234,18 +234,18 @@ let_go() {
 @test "a read-only state file or folder: exit 3, unchanged" {
 	unpriv "$TMP/u"
 	db=$TMP/u/state.db
-	"${UNPRIV[@]}" env THROTTLE_NOW=1 "$THROTTLE" consume k --limit 1/1h --db "$db"
+	"${UNPRIV[@]}" env THROTTLE_NOW=1 "$UTHROTTLE" consume k --limit 1/1h --db "$db"
 	sqlite3 "$db" 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
 	rm -f "$db-wal" "$db-shm"
 	chmod 444 "$db"
 	cp "$db" "$TMP/orig.db"
-	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$THROTTLE" consume k2 --limit 1/1h --db "$db"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k2 --limit 1/1h --db "$db"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"state.db: cannot be "* ]]
 	cmp "$db" "$TMP/orig.db"
 	mkdir "$TMP/u/ro"
 	chmod 555 "$TMP/u/ro"
-	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$THROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/sub/state.db"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/sub/state.db"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"cannot create the folder $TMP/u/ro/sub: Permission denied"* ]]
 }
@@ -396,4 +396,129 @@ let_go() {
 	cmp notes.txt notes.orig
 	cmp app.db app.orig
 	[ ! -e app.db-wal ] || [ ! -s app.db-wal ]
+}
+
+@test "reading commands create nothing: a missing file is a store with no keys" {
+	needs_sqlite
+	db=$TMP/none/x/y.db
+	run at 1 check k --limit 1/1m --db "$db" --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+	run at 1 inspect --db "$db"
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	run --separate-stderr at 1 inspect k --db "$db"
+	[ "$status" -eq 1 ]
+	run at 1 inspect --names --db "$db"
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" policy list --db "$db"
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" policy show login --db "$db"
+	[ "$status" -eq 1 ]
+	# a key that would use a policy: none exists, so no limit to check
+	run at 1 check login:alice --db "$db"
+	[ "$status" -eq 2 ]
+	[ ! -e "$TMP/none" ]
+	# an empty file is no store either, and stays empty
+	: >empty.db
+	run at 1 check k --limit 1/1m --db empty.db
+	[ "$status" -eq 0 ]
+	[ ! -s empty.db ] && [ ! -e empty.db-wal ]
+}
+
+@test "reading commands read another user's 0644 file, and a read-only file system" {
+	needs_sqlite
+	unpriv "$TMP/u"
+	mkdir "$TMP/ro" && chmod 755 "$TMP/ro"
+	db=$TMP/ro/state.db
+	at 1 consume k --limit 3/1h --db "$db"
+	at 1 policy set login --limit 5/15m --db "$db"
+	chmod 644 "$db"
+	[ ! -e "$db-wal" ] # the writer checkpointed and removed it on close
+	cp "$db" "$TMP/orig.db"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" check k --limit 3/1h --db "$db" --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 1 ]
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" inspect k --db "$db" --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 2 ]
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" policy list --db "$db"
+	[ "$status" -eq 0 ]
+	[[ "$output" == "login --limit 5/15m" ]]
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" check login:a --db "$db"
+	[ "$status" -eq 0 ]
+	# and writing is still refused, with the file left as it was
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 3/1h --db "$db"
+	[ "$status" -eq 3 ]
+	cmp "$db" "$TMP/orig.db"
+	[ ! -e "$db-wal" ] && [ ! -e "$db-shm" ]
+	if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
+		run unshare -m sh -c 'mount --bind -o ro "$1" "$1" &&
+		    THROTTLE_NOW=2 "$0" inspect k --db "$1/state.db" --format json &&
+		    THROTTLE_NOW=2 "$0" check k --limit 3/1h --db "$1/state.db"' \
+		    "$THROTTLE" "$TMP/ro"
+		[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	fi
+}
+
+@test "a --db URL of a kind throttle does not know is a usage error, not a file" {
+	for url in 'redis+cluster://127.0.0.1:7301,127.0.0.1:7302' 'postgres://db/x' 'http://x'; do
+		run at 1 consume k --limit 5/1h --db "$url"
+		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
+		[[ "$output" == *"a URL of a kind throttle does not know"*"redis://"* ]]
+		THROTTLE_DB=$url run at 1 consume k --limit 5/1h
+		[ "$status" -eq 2 ]
+		run at 1 inspect --db "$url"
+		[ "$status" -eq 2 ]
+	done
+	[ -z "$(ls "$TMP")" ]
+	# a file whose name has :// in it, given as a path
+	mkdir 'odd:'
+	run at 1 consume k --limit 5/1h --db './odd://state.db'
+	[ "$status" -eq 0 ]
+}
+
+@test "corrupt files: verify and gc find every one and write none; consume writes none it finds" {
+	needs_sqlite
+	for n in $(seq 150); do echo "consume key$n --limit 5/1h"; done |
+	    THROTTLE_NOW=1 "$THROTTLE" batch >/dev/null
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	size=$(stat -c %s state.db)
+	RANDOM=7
+	trials=0 found=0
+	while [ "$trials" -lt 25 ]; do
+		cp state.db bad.db
+		# flip a few bytes past the header, in a b-tree page
+		for f in 1 2 3; do
+			off=$((4096 + (RANDOM * 32768 + RANDOM) % (size - 4096)))
+			printf "\\x$(printf %02x $((RANDOM % 256)))" |
+			    dd of=bad.db bs=1 seek="$off" conv=notrunc 2>/dev/null
+		done
+		[ "$(sqlite3 bad.db 'PRAGMA integrity_check' 2>&1)" != ok ] || continue
+		trials=$((trials + 1))
+		cp bad.db bad.orig
+		run at 2 verify --db bad.db
+		[ "$status" -eq 3 ] || { echo "verify: $status $output"; return 1; }
+		[[ "$output" == *"bad.db: is corrupt"* ]]
+		cmp bad.db bad.orig
+		if [ "$(sqlite3 bad.db 'PRAGMA quick_check' 2>&1)" != ok ]; then
+			run at 2 gc --db bad.db
+			[ "$status" -eq 3 ] || { echo "gc: $status $output"; return 1; }
+			cmp bad.db bad.orig
+		fi
+		for k in key7 key75 key150 fresh; do
+			run at 2 consume "$k" --limit 5/1h --db bad.db
+			if [ "$status" -eq 3 ]; then
+				found=$((found + 1))
+				cmp bad.db bad.orig || { echo "$k: exit 3, file changed"; return 1; }
+			fi
+			[ "$status" -le 3 ]
+			cp bad.orig bad.db
+			rm -f bad.db-wal bad.db-shm
+		done
+	done
+	[ "$found" -gt 0 ] # the decisions did meet some of it
+	run at 2 verify --db state.db
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"state.db: ok, 150 keys and 0 leases" ]]
 }

@@ -88,8 +88,9 @@ load lib
 	run "$THROTTLE" acquire k --concurrency 1 --ttl 0
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--ttl: 0 (no expiry) needs --owner"* ]]
-	sleep 300 &
+	sleep 300 3>&- &
 	pid=$!
+	track "$pid"
 	run at 1 acquire k --concurrency 1 --ttl 0 --owner "$pid" --format json
 	[ "$status" -eq 0 ]
 	[ "$(field expires_after "$output")" = null ]
@@ -99,8 +100,9 @@ load lib
 }
 
 @test "a lease whose owner is killed heals at the next acquire" {
-	sleep 300 &
+	sleep 300 3>&- &
 	pid=$!
+	track "$pid"
 	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
 	run "$THROTTLE" acquire k --concurrency 1
 	[ "$status" -eq 1 ]
@@ -112,8 +114,9 @@ load lib
 
 @test "a reused pid is not mistaken for the owner: start time must match" {
 	needs_sqlite
-	sleep 300 &
+	sleep 300 3>&- &
 	pid=$!
+	track "$pid"
 	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
 	# the same pid with another start time: a different process
 	sqlite3 state.db "UPDATE lease SET pid_start = pid_start - 1"
@@ -124,8 +127,9 @@ load lib
 
 @test "an owner's host that rebooted, or another host, is judged rightly" {
 	needs_sqlite
-	sleep 300 &
+	sleep 300 3>&- &
 	pid=$!
+	track "$pid"
 	"$THROTTLE" acquire a --concurrency 1 --owner "$pid"
 	"$THROTTLE" acquire b --concurrency 1 --owner "$pid"
 	# a: this host, an earlier boot: the owner is gone
@@ -224,4 +228,33 @@ load lib
 	[[ "$output" == *"is not a lease id (16 hex digits"* ]]
 	run "$THROTTLE" renew k --lease ABCDEF0123456789
 	[ "$status" -eq 2 ]
+}
+
+@test "a host without a boot id: a live owner holds its slot, on every store" {
+	# a /proc with the owner's stat but no boot id, as in some containers
+	sleep 300 3>&- &
+	pid=$!
+	track "$pid"
+	mkdir -p "$TMP/fake/$pid"
+	cp "/proc/$pid/stat" "$TMP/fake/$pid/stat"
+	THROTTLE_PROC=$TMP/fake "$THROTTLE" acquire k --concurrency 1 --owner "$pid" >/dev/null
+	run env THROTTLE_PROC="$TMP/fake" "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	run env THROTTLE_PROC="$TMP/fake" "$THROTTLE" inspect k --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"owner":'"$pid"* ]]
+}
+
+@test "a stored lease or shed state out of range is refused, exit 3" {
+	needs_sqlite
+	at 1 acquire c --concurrency 2 >/dev/null
+	sqlite3 state.db "UPDATE lease SET priority = 9"
+	run --separate-stderr at 1 acquire c --concurrency 2
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the key 'c' has a lease out of range"* ]]
+	at 1 shed s --utilization 0.5 -q || true
+	sqlite3 state.db "UPDATE shed_state SET amount = 999999999999999999"
+	run --separate-stderr at 1 shed s --utilization 0.5
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the key 's' has a shedder state out of range"* ]]
 }

@@ -162,3 +162,15 @@ load lib
 	[[ "$stderr" == *"not a throttle state file"* ]]
 	[ "$(sqlite3 state.db 'SELECT count(*) FROM sqlite_schema')" = 1 ]
 }
+
+@test "batch: a line holding a NUL byte is refused, never read as cut short" {
+	run --separate-stderr "$THROTTLE" batch < <(printf 'consume a\0 --limit 1000/1s\n\0consume b --limit 1/1s\nconsume c --limit 1/1s\n')
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(field exit "${lines[0]}")" = 2 ]
+	[[ "${lines[0]}" == *"NUL byte"* ]]
+	[ "$(field exit "${lines[1]}")" = 2 ]
+	[ "$(field exit "${lines[2]}")" = 0 ]
+	run "$THROTTLE" inspect a
+	[ "$status" -eq 1 ]
+}

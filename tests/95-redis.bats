@@ -213,3 +213,20 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	[ "$(sed -n 1p out | jget exit)" = 0 ]
 	[ "$(sed -n 2p out | jget exit)" = 1 ]
 }
+
+@test "redis: every record is checked as on a file: shed state, lockouts, leases" {
+	start_redis
+	# in range on both stores' terms, or refused on both
+	rcli set throttle:s:s "999999999999999999 1" >/dev/null
+	run --separate-stderr "$THROTTLE" shed s --utilization 0.5
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the key 's' has a shedder state out of range"* ]]
+	rcli set throttle:o:l "-5 0" >/dev/null
+	run --separate-stderr "$THROTTLE" consume l --limit 1/1m --lockout 1m
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"has a lockout out of range"* ]]
+	rcli hset throttle:l:c 0123456789abcdef "$(printf '9\n1\n0\n0\n1\n1\n\nhost\n0\n0')" >/dev/null
+	run --separate-stderr "$THROTTLE" acquire c --concurrency 2
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"has a lease out of range"* ]]
+}

@@ -35,7 +35,7 @@ track() {
 teardown() {
 	local pid
 	for pid in "${TRACKED[@]}"; do
-		kill -9 "$pid" 2>/dev/null
+		kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	TRACKED=()
 	cd /
@@ -64,8 +64,12 @@ field() {
 # unpriv DIR: make DIR a folder an unprivileged user owns, and set UNPRIV to
 # the words that run a command as that user: nothing when the tests
 # already run unprivileged, setpriv(1) to user nobody when they run as root.
+# UTHROTTLE is the binary as that user can run it: a copy in $TMP, since
+# the checkout may sit in a folder nobody cannot enter (root's /root, a
+# mktemp -d folder).
 unpriv() {
 	mkdir -p "$1"
+	UTHROTTLE=$THROTTLE
 	if [ "$(id -u)" -ne 0 ]; then
 		UNPRIV=()
 		return 0
@@ -73,5 +77,9 @@ unpriv() {
 	command -v setpriv >/dev/null || skip "needs setpriv (util-linux) to drop root"
 	chmod 755 "$TMP"
 	chown 65534:65534 "$1"
+	mkdir -p "$TMP/bin"
+	cp "$THROTTLE" "$TMP/bin/throttle"
+	chmod 755 "$TMP/bin" "$TMP/bin/throttle"
+	UTHROTTLE=$TMP/bin/throttle
 	UNPRIV=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
 }

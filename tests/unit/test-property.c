@@ -46,8 +46,8 @@ upto(int64_t n)
 	return n <= 0 ? 0 : (int64_t)(rnd() % (uint64_t)(n + 1));
 }
 
-static const int64_t periods[] = { 1000, 50000, S, 10 * S, 60 * S,
-	3600 * S, 86400 * S };
+static const int64_t periods[] = { 1000, 50000, S, 10 * S, 60 * S, 3600 * S,
+	86400 * S };
 
 static struct limit
 rand_limit(const struct algo *a)
@@ -59,7 +59,8 @@ rand_limit(const struct algo *a)
 		memset(&l, 0, sizeof(l));
 		l.algo = a;
 		l.count = 1 + upto(rnd() % 4 == 0 ? 1000 : 9);
-		l.period = periods[rnd() % (sizeof(periods) / sizeof(*periods))];
+		l.period =
+		    periods[rnd() % (sizeof(periods) / sizeof(*periods))];
 		l.burst = a->takes_burst && rnd() % 2 ? 1 + upto(3 * l.count)
 						      : l.count;
 		if (a->takes_granularity)
@@ -184,7 +185,8 @@ step(struct seq *q, struct limit *l)
 		else if (moved)
 			save(q, l, &cur); /* a refusal keeps the moved state */
 		else if (l->algo->valid(l, &next) == -1)
-			fail(q, "a refusal handed back a state valid() refuses");
+			fail(q,
+			    "a refusal handed back a state valid() refuses");
 	} else if (kind <= 8) {
 		l->algo->release(l, &cur, q->now, upto(3 * l->burst), &next);
 		save(q, l, &next);
@@ -218,8 +220,8 @@ algorithm(const struct algo *a)
 		failures += q.failed != 0;
 	}
 	CHECK(failures == 0,
-	    "%s: %d random sequences of %d calls keep every property",
-	    a->name, SEQUENCES, STEPS);
+	    "%s: %d random sequences of %d calls keep every property", a->name,
+	    SEQUENCES, STEPS);
 }
 
 /* The reproductions, exactly. */
