@@ -99,6 +99,7 @@ LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c),$(wildcard src/*
 lint: throttle
 	mandoc -Tlint -W warning man/throttle.1
 	sh tests/lint-names
+	sh tests/lint-bats
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
 	    tests/unit/*.h fuzz/*.c
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
@@ -166,6 +167,10 @@ fuzz: $(FUZZERS)
 fresh-check:
 	bash tests/fresh-check
 
+# A fixed set of one-line mutants the suite must kill (tests/mutants).
+mutants: throttle
+	bash tests/mutants
+
 # The soak (minutes, so not in check): 8 x 2000 mixed calls on one file.
 soak: throttle
 	THROTTLE=$(CURDIR)/throttle bats tests/slow
@@ -220,4 +225,4 @@ clean:
 	rm -rf fuzz/work
 
 .PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean \
-	fresh-check
+	fresh-check mutants

@@ -16,6 +16,47 @@ load lib
 	[ "$status" -eq 1 ]
 }
 
+@test "release beyond what was charged: every algorithm and compound limits stop at capacity" {
+	for algo in gcra fixed-window sliding-window hybrid; do
+		L=(--limit 3/60s --algorithm "$algo")
+		run at 100 consume "r-$algo" "${L[@]}"
+		[ "$status" -eq 0 ]
+		run at 100 release "r-$algo" --cost 100 --format json
+		[ "$status" -eq 0 ]
+		[ "$(field remaining "$output")" = 3 ] || { echo "$algo: $output"; return 1; }
+		# and from empty (hybrid: in its smooth mode)
+		run at 100 consume "r-$algo" "${L[@]}" --cost 3
+		[ "$status" -eq 0 ]
+		run at 100 release "r-$algo" --cost 100 --format json
+		[ "$status" -eq 0 ]
+		[ "$(field remaining "$output")" = 3 ] || { echo "$algo: $output"; return 1; }
+		# exactly N admitted afterwards, and the key stays usable
+		for n in 1 2 3; do
+			run at 101 consume "r-$algo" "${L[@]}"
+			[ "$status" -eq 0 ] || { echo "$algo: consume $n: $status $output"; return 1; }
+		done
+		run at 101 consume "r-$algo" "${L[@]}"
+		[ "$status" -eq 1 ] || { echo "$algo: a 4th was allowed"; return 1; }
+		run at 101 inspect "r-$algo" --format json
+		[ "$status" -eq 0 ]
+		[ "$(field remaining "$output")" = 0 ]
+	done
+	# a compound limit: each of its limits stops at its own capacity
+	run at 100 consume c --limit '2/1s;5/1m'
+	run at 100 release c --cost 50 --format json
+	[ "$(field remaining "$output")" = 2 ]
+	for n in 1 2; do
+		run at 100 consume c --limit '2/1s;5/1m'
+		[ "$status" -eq 0 ]
+	done
+	run at 100 consume c --limit '2/1s;5/1m'
+	[ "$status" -eq 1 ]
+	run at 101 consume c --limit '2/1s;5/1m' --cost 2
+	[ "$status" -eq 0 ]
+	run at 102 consume c --limit '2/1s;5/1m' --cost 2
+	[ "$status" -eq 1 ] # 5 in the minute: 1 + 2 + 2, then the release gave none extra
+}
+
 @test "release uses the key's stored limit, and a key with no state is a no-op" {
 	at 10 consume k --limit 2/20s --cost 2
 	run at 10 release k
@@ -88,7 +129,6 @@ load lib
 }
 
 @test "global options go before or after the command" {
-	run at 1 "$THROTTLE" --format json consume k --limit 1/1s
 	run env THROTTLE_NOW=1 "$THROTTLE" --format json --db "$TMP/x.db" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 	[ "$(field allowed "$output")" = true ]

@@ -55,8 +55,7 @@ let_go() {
 }
 
 @test "root's default file is /var/lib/throttle/state.db" {
-	[ "$(id -u)" -eq 0 ] || skip "needs root"
-	command -v unshare >/dev/null || skip "needs unshare (util-linux)"
+	needs_unshare
 	# A private tmpfs over /var/lib, so the real one is never touched.
 	unset THROTTLE_DB
 	run unshare -m sh -c 'mount -t tmpfs none /var/lib &&
@@ -120,6 +119,37 @@ let_go() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"application_id 0x0000002a"* ]]
 	unchanged id.db
+}
+
+@test "another program's database with a hot journal is refused before SQLite rolls it back" {
+	needs_sqlite
+	sqlite3 app.db "PRAGMA journal_mode=DELETE; CREATE TABLE users(name TEXT);
+	    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
+	    INSERT INTO users SELECT printf('%0100d', i) FROM c;" >/dev/null
+	# a transaction that spills to the file, copied as a crash would
+	# leave it: the file half changed, its journal hot
+	mkfifo cmd
+	sqlite3 app.db <cmd >/dev/null 2>&1 3>&- &
+	track $!
+	exec 7>cmd
+	echo "PRAGMA cache_size=2; BEGIN; UPDATE users SET name = name || 'x';" >&7
+	for _ in $(seq 50); do [ -s app.db-journal ] && break; sleep 0.1; done
+	sleep 0.3
+	cp app.db hot.db
+	cp app.db-journal hot.db-journal
+	echo "ROLLBACK;" >&7
+	exec 7>&-
+	cp hot.db hot.orig
+	cp hot.db-journal hot.journal.orig
+	run at 1 consume k --limit 1/1s --db hot.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"hot.db: is a SQLite database of another program"* ]]
+	cmp hot.db hot.orig
+	cmp hot.db-journal hot.journal.orig
+	# (SQLite itself would have rolled it back: the pair is really hot)
+	sqlite3 hot.db 'SELECT count(*) FROM users' >/dev/null
+	run cmp hot.db hot.orig
+	[ "$status" -ne 0 ]
 }
 
 @test "a version 1 state file is upgraded in place, keeping its keys" {
@@ -452,7 +482,7 @@ let_go() {
 	[ "$status" -eq 3 ]
 	cmp "$db" "$TMP/orig.db"
 	[ ! -e "$db-wal" ] && [ ! -e "$db-shm" ]
-	if [ "$(id -u)" -eq 0 ] && command -v unshare >/dev/null; then
+	if [ "$(id -u)" -eq 0 ] && unshare -m true 2>/dev/null; then
 		run unshare -m sh -c 'mount --bind -o ro "$1" "$1" &&
 		    THROTTLE_NOW=2 "$0" inspect k --db "$1/state.db" --format json &&
 		    THROTTLE_NOW=2 "$0" check k --limit 3/1h --db "$1/state.db"' \

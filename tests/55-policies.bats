@@ -140,14 +140,17 @@ load lib
 	start=$(date +%s%N)
 	for n in 1 2 3 4 5 6; do
 		("$THROTTLE" consume k --limit 2/1s --wait && echo "$n $(date +%s%N)" >>"$TMP/order") &
-		sleep 0.05
+		# each has its place before the next comes (a slow machine
+		# would reorder callers started closer together)
+		sleep 0.15
 	done
 	wait
 	[ "$(wc -l <"$TMP/order")" -eq 6 ]
 	[ "$(cut -d' ' -f1 "$TMP/order" | tr -d '\n')" = 123456 ]
 	last=$(tail -1 "$TMP/order" | cut -d' ' -f2)
 	ms=$(((last - start) / 1000000))
-	[ "$ms" -ge 1900 ] && [ "$ms" -le 3500 ]
+	# two at once, then one each 500ms: the sixth at 2s, never sooner
+	[ "$ms" -ge 1900 ] && [ "$ms" -le 8000 ] || { echo "${ms}ms"; return 1; }
 }
 
 @test "--wait=MAX refuses at once when the wait would be longer" {
@@ -181,28 +184,42 @@ load lib
 	[ "${r%%.*}" -lt 10 ]
 }
 
+# ms since START (date +%s%N)
+since() {
+	echo $((($(date +%s%N) - $1) / 1000000))
+}
+
 @test "--wait polls the other algorithms and leases" {
-	run at 0 consume f --limit 1/500ms --algorithm fixed-window
-	start=$(date +%s%N)
-	run "$THROTTLE" consume f2 --limit 1/300ms --algorithm fixed-window
-	run "$THROTTLE" consume f2 --limit 1/300ms --algorithm fixed-window --wait=2s
+	run "$THROTTLE" consume f --limit 1/300ms --algorithm fixed-window
 	[ "$status" -eq 0 ]
+	start=$(date +%s%N)
+	run "$THROTTLE" consume f --limit 1/300ms --algorithm fixed-window --wait=2s
+	[ "$status" -eq 0 ]
+	ms=$(since "$start")
+	# it waited for the window to end, and no longer than it must
+	[ "$ms" -ge 150 ] && [ "$ms" -lt 2000 ] || { echo "waited ${ms}ms"; return 1; }
 	id=$("$THROTTLE" acquire l --concurrency 1 --ttl 400ms)
+	[ -n "$id" ]
+	start=$(date +%s%N)
 	run "$THROTTLE" acquire l --concurrency 1 --wait=3s
 	[ "$status" -eq 0 ]
+	ms=$(since "$start")
+	[ "$ms" -ge 250 ] && [ "$ms" -lt 3000 ] || { echo "waited ${ms}ms"; return 1; }
+	start=$(date +%s%N)
 	run "$THROTTLE" acquire l --concurrency 1 --wait=200ms
 	[ "$status" -eq 1 ]
-	end=$(date +%s%N)
-	[ $(((end - start) / 1000000)) -lt 4000 ]
+	ms=$(since "$start")
+	[ "$ms" -ge 180 ] && [ "$ms" -lt 2000 ] || { echo "waited ${ms}ms"; return 1; }
 }
 
 @test "run --wait takes its turn" {
-	"$THROTTLE" run r --concurrency 1 -- sleep 0.5 &
-	sleep 0.2
-	run "$THROTTLE" run r --concurrency 1 --wait=5s -- echo mine
+	"$THROTTLE" run r --concurrency 1 -- sh -c 'touch "$0.started"; sleep 0.5; echo done >"$0"' "$TMP/first" 3>&- &
+	track $!
+	for _ in $(seq 100); do [ -e "$TMP/first.started" ] && break; sleep 0.05; done
+	# it runs only once the first job has ended
+	run "$THROTTLE" run r --concurrency 1 --wait=10s -- cat "$TMP/first"
 	[ "$status" -eq 0 ]
-	[ "$output" = mine ]
-	wait
+	[ "$output" = done ]
 }
 
 @test "lockout: 3/60s with --lockout 600s, the issue's example" {

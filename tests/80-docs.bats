@@ -20,8 +20,14 @@ ROOT=$BATS_TEST_DIRNAME/..
 }
 
 @test "the man page documents every exit status and environment variable" {
-	for w in 'THROTTLE_DB' 'THROTTLE_FORMAT' 'THROTTLE_NOW' 'EXIT STATUS' 'EXAMPLES' 'FILES'; do
+	for w in 'THROTTLE_DB' 'THROTTLE_FORMAT' 'THROTTLE_NOW' 'THROTTLE_PROC' 'EXAMPLES' 'FILES'; do
 		grep -q "$w" "$ROOT/man/throttle.1" || { echo "no $w"; return 1; }
+	done
+	# each status throttle can exit with is an item of EXIT STATUS
+	statuses=$(awk '/^\.Sh EXIT STATUS/ { on = 1; next } /^\.Sh / { on = 0 }
+	    on && /^\.It / { sub(/^\.It /, ""); gsub(/ , /, " "); print }' "$ROOT/man/throttle.1")
+	for code in 0 1 2 3 75 126 127; do
+		printf '%s\n' $statuses | grep -qx "$code" || { echo "EXIT STATUS has no $code"; return 1; }
 	done
 }
 
@@ -58,4 +64,20 @@ ROOT=$BATS_TEST_DIRNAME/..
 	run env THROTTLE="$THROTTLE" sh "$TMP/tests/lint-names"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"completions/throttle.fish does not offer --lockout"* ]]
+}
+
+@test "the test lint refuses a bare '!' line and a process found by name" {
+	mkdir -p "$TMP/t/tests/slow"
+	cp "$ROOT/tests/lint-bats" "$TMP/t/tests/"
+	printf '@test "x" {\n\t! false\n\ttrue\n}\n' >"$TMP/t/tests/10-x.bats"
+	run sh "$TMP/t/tests/lint-bats"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"a bare '!' line never fails the test"* ]]
+	printf '@test "x" {\n\tpgrep -f sleep\n}\n' >"$TMP/t/tests/10-x.bats"
+	run sh "$TMP/t/tests/lint-bats"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"finds processes by name"* ]]
+	printf '@test "x" {\n\trun ! false\n}\n' >"$TMP/t/tests/10-x.bats"
+	run sh "$TMP/t/tests/lint-bats"
+	[ "$status" -eq 0 ]
 }

@@ -18,6 +18,31 @@ setup() {
 	cd "$TMP" || return 1
 }
 
+# only_throttled FILE...: the files hold no line but "throttled" messages
+# (a function, so that a failure fails the test wherever it stands: a bare
+# "! cmd" that is not a test's last line never does).
+only_throttled() {
+	if grep -hv 'throttled, retry in' "$@"; then
+		return 1
+	fi
+}
+
+# sqlite_ok [FILE]: the state file passes SQLite's integrity check; on the
+# Redis pass there is no file, and nothing to check.
+sqlite_ok() {
+	[ -n "${THROTTLE_TEST_REDIS:-}" ] && return 0
+	[ "$(sqlite3 "${1:-$TMP/state.db}" 'PRAGMA integrity_check')" = ok ]
+}
+
+# needs_unshare: a test that mounts in a namespace of its own skips where
+# that is not allowed (not root, or a container without CAP_SYS_ADMIN).
+needs_unshare() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount in a namespace"
+	command -v unshare >/dev/null || skip "needs unshare (util-linux)"
+	unshare -m sh -c 'mount -t tmpfs none /mnt' 2>/dev/null ||
+	    skip "cannot mount in a new namespace here (unshare -m)"
+}
+
 # For a test about the SQLite file itself: skip it on the Redis pass.
 needs_sqlite() {
 	if [ -n "${THROTTLE_TEST_REDIS:-}" ]; then

@@ -41,8 +41,12 @@ load ../lib
 	done
 	wait
 	[ ! -s "$TMP/errors" ] || { head "$TMP/errors"; return 1; }
-	! grep -v 'throttled, retry in\|slots are held\|slot is held' "$TMP/stderr" | grep .
-	! grep -q 'locked' "$TMP/stderr"
+	if grep -v 'throttled, retry in\|slots are held\|slot is held' "$TMP/stderr" | grep .; then
+		return 1
+	fi
+	if grep 'locked' "$TMP/stderr"; then
+		return 1
+	fi
 	# every counted key admitted exactly what its calls and limit allow
 	bad=
 	for k in $(seq 0 39); do
@@ -59,5 +63,5 @@ load ../lib
 		[ "$got" -eq "$want" ] || { echo "c$k (${algos[$((k % 4))]}): admitted $got of $calls calls, wanted $want"; bad=1; }
 	done
 	[ -z "${bad:-}" ]
-	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
+	sqlite_ok
 }
