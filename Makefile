@@ -54,16 +54,19 @@ endif
 CPPFLAGS_ALL +=	$(REDIS_CPPFLAGS)
 LIBS_ALL =	$(SQLITE_LIBS) $(REDIS_LIBS) $(LIBS)
 
-# The pure layer: no I/O, no clock, no SQLite; unit tests link only these.
+# The one list of sources.  The pure layer (no I/O, no clock, no SQLite:
+# the unit tests and the pure fuzzers link only these) is a part of it.
 PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
 		src/algo-hybrid.o src/lease.o src/limit.o src/parse.o \
 		src/shed.o src/slots.o
-OBJS =		src/main.o src/cmd.o src/cmd-consume.o src/cmd-release.o \
-		src/cmd-reset.o src/cmd-inspect.o src/clock.o src/log.o \
-		src/output.o src/store.o src/store-sqlite.o src/xmalloc.o \
-		src/host.o src/cmd-acquire.o src/cmd-renew.o src/cmd-shed.o \
-		src/cmd-run.o src/cmd-gc.o src/cmd-policy.o src/cmd-batch.o \
-		src/cmd-verify.o src/faultvfs.o \
+OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
+		src/policy.o src/txn.o src/answer.o src/output.o src/escape.o \
+		src/log.o src/keystate.o src/rate.o src/concurrency.o \
+		src/cmd-consume.o src/cmd-release.o src/cmd-reset.o \
+		src/cmd-inspect.o src/cmd-acquire.o src/cmd-renew.o \
+		src/cmd-shed.o src/cmd-run.o src/cmd-gc.o src/cmd-policy.o \
+		src/cmd-verify.o src/cmd-batch.o src/clock.o src/host.o \
+		src/store.o src/store-sqlite.o src/faultvfs.o src/xmalloc.o \
 		$(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 		tests/unit/test-property
@@ -133,9 +136,7 @@ asan:
 # a copy of its seed corpus; a crash or sanitizer report fails the run.
 FUZZ_CC ?=	clang
 FUZZ_SECONDS ?=	10
-FUZZ_SRCS =	src/algo.c src/algo-gcra.c src/algo-fixed.c src/algo-sliding.c \
-		src/algo-hybrid.c src/lease.c src/limit.c src/parse.c \
-		src/shed.c src/slots.c
+FUZZ_SRCS =	$(PURE:.o=.c)
 FUZZ_PURE =	fuzz/fuzz-parse fuzz/fuzz-state
 FUZZERS =	$(FUZZ_PURE) fuzz/fuzz-cli
 FUZZ_FLAGS =	-g -O1 -fsanitize=fuzzer,address,undefined \

@@ -1,9 +1,10 @@
 /*
  * fuzz-cli.c: libFuzzer harness for the command-line parser.  The input is
  * an argument vector, the arguments separated by NUL bytes; it goes
- * through cmd_parse() and, for a command that takes limits, cmd_settle(),
- * which is everything between argv and a command's work that does not
- * touch the environment or a store (run with ASan and UBSan).
+ * through args_parse() and, for a command that takes limits,
+ * limit_settle(), which is everything between argv and a command's work
+ * that does not touch the environment or a store (run with ASan and
+ * UBSan); and a policy's options through policy_merge().
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,9 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *buf, *argv[ARGS_MAX + 1], *p, *end;
-	const struct cmd_entry *c;
-	struct opts o;
-	int argc = 0;
+	struct args a;
+	char err[1024], spec[256];
+	int argc = 0, n;
 
 	if (size > 4096)
 		return 0;
@@ -35,11 +36,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	argv[argc] = NULL;
 	free(buf);
 
-	cmd_defaults(&o);
-	if (cmd_parse(argc, argv, &o, &c) == PARSE_RUN &&
-	    (c->options & CMDOPT_LIMIT))
-		cmd_settle(&o, c->name);
-	cmd_free(&o);
+	args_init(&a);
+	if (args_parse(argc, argv, cmd_table, &a) == PARSE_RUN) {
+		/* the last argument, read as a policy's options */
+		snprintf(spec, sizeof(spec), "%s", argv[argc - 1]);
+		policy_merge(&a, spec);
+		if (a.cmd->options & CMDOPT_LIMIT)
+			limit_settle(&a.ls, a.cmd->name, a.limits, &n, err,
+			    sizeof(err));
+	}
+	args_free(&a);
 	while (argc > 0)
 		free(argv[--argc]);
 	return 0;

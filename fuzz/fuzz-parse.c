@@ -43,9 +43,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		l.count = count;
 		l.period = period;
 		l.burst = count;
-		if (l.algo->takes_granularity)
-			l.granularity =
-			    algo_sliding_default_granularity(period);
+		if (l.algo->default_granularity != NULL)
+			l.granularity = l.algo->default_granularity(period);
 		if (limit_validate(&l, &err) == -1)
 			continue;
 		memset(&s, 0, sizeof(s));

@@ -101,7 +101,7 @@ fixed_valid(const struct limit *l, const struct kstate *s)
 
 const struct algo algo_fixed = {
 	.name = "fixed-window",
-	.aliases = { "fixed", NULL },
+	.also = { "fixed", NULL },
 	.decide = fixed_decide,
 	.release = fixed_release,
 	.convert = fixed_convert,

@@ -122,6 +122,7 @@ const struct algo algo_gcra = {
 	.name = "gcra",
 	.aliases = { "token-bucket", NULL },
 	.takes_burst = 1,
+	.reserves = 1,
 	.decide = gcra_decide,
 	.release = gcra_release,
 	.convert = gcra_convert,

@@ -207,7 +207,7 @@ hybrid_limit_ok(const struct limit *l, const char **errstr)
 
 const struct algo algo_hybrid = {
 	.name = "hybrid",
-	.aliases = { "quota-linear", NULL },
+	.also = { "quota-linear", NULL },
 	.limit_ok = hybrid_limit_ok,
 	.decide = hybrid_decide,
 	.release = hybrid_release,

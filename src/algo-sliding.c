@@ -222,8 +222,8 @@ sliding_limit_ok(const struct limit *l, const char **errstr)
 }
 
 /* The default sub-window: PERIOD / 60, but at least 1 ms (or PERIOD). */
-int64_t
-algo_sliding_default_granularity(int64_t period)
+static int64_t
+sliding_default_granularity(int64_t period)
 {
 	int64_t g = period / 60;
 
@@ -234,8 +234,9 @@ algo_sliding_default_granularity(int64_t period)
 
 const struct algo algo_sliding = {
 	.name = "sliding-window",
-	.aliases = { "sliding", NULL },
+	.also = { "sliding", NULL },
 	.takes_granularity = 1,
+	.default_granularity = sliding_default_granularity,
 	.limit_ok = sliding_limit_ok,
 	.decide = sliding_decide,
 	.release = sliding_release,

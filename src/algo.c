@@ -26,6 +26,9 @@ algo_find(const char *name)
 		for (i = 0; (*a)->aliases[i] != NULL; i++)
 			if (strcmp((*a)->aliases[i], name) == 0)
 				return *a;
+		for (i = 0; (*a)->also[i] != NULL; i++)
+			if (strcmp((*a)->also[i], name) == 0)
+				return *a;
 	}
 	return NULL;
 }
@@ -39,4 +42,53 @@ algo_copy_fields(struct kstate *next, const struct kstate *s)
 {
 	memcpy(next->v, s->v, sizeof(next->v));
 	next->nslots = 0;
+}
+
+/* Every name --algorithm takes, for messages: "gcra, token-bucket, ... or
+ * hybrid". */
+void
+algo_names(char *buf, size_t len)
+{
+	const struct algo *const *a;
+	const char *names[32];
+	size_t n = 0, i, off = 0;
+	int j;
+
+	for (a = algo_table; *a != NULL && n < 32; a++) {
+		names[n++] = (*a)->name;
+		for (j = 0; (*a)->aliases[j] != NULL && n < 32; j++)
+			names[n++] = (*a)->aliases[j];
+	}
+	buf[0] = '\0';
+	for (i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+		    i == 0           ? ""
+			: i + 1 == n ? " or "
+				     : ", ",
+		    names[i]);
+}
+
+/* The algorithms for --help: "gcra (default; alias token-bucket), ...". */
+void
+algo_described(char *buf, size_t len)
+{
+	const struct algo *const *a;
+	size_t off = 0;
+	int j;
+
+	buf[0] = '\0';
+	for (a = algo_table; *a != NULL && off < len; a++) {
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+		    a == algo_table    ? ""
+			: a[1] == NULL ? " or "
+				       : ", ",
+		    (*a)->name);
+		for (j = 0; (*a)->aliases[j] != NULL && off < len; j++)
+			off += (size_t)snprintf(buf + off, len - off, "%s%s%s",
+			    j == 0 ? (a == algo_table ? " (default; alias "
+						      : " (alias ")
+				   : ", ",
+			    (*a)->aliases[j],
+			    (*a)->aliases[j + 1] == NULL ? ")" : "");
+	}
 }

@@ -53,8 +53,8 @@ struct reader {
 	size_t linelen; /* bytes in the line just returned */
 };
 
-/* An answer waiting for its group's COMMIT. */
-struct answer {
+/* A reply waiting for its group's COMMIT. */
+struct reply {
 	char *text; /* the JSON line, "\n" included */
 	size_t len;
 	char *key; /* for an error line if the group fails */
@@ -63,7 +63,7 @@ struct answer {
 };
 
 struct group {
-	struct answer *a;
+	struct reply *a;
 	int n, cap;
 };
 
@@ -156,10 +156,10 @@ pending(const struct reader *r)
 }
 
 static void
-add_answer(struct group *g, char *text, size_t len, const char *key,
+add_reply(struct group *g, char *text, size_t len, const char *key,
     size_t keylen, int rc)
 {
-	struct answer *a;
+	struct reply *a;
 
 	if (g->n == g->cap) {
 		g->cap = g->cap ? g->cap * 2 : 64;
@@ -177,9 +177,31 @@ add_answer(struct group *g, char *text, size_t len, const char *key,
 	a->rc = rc;
 }
 
-/* Answer with an error line (or, msg NULL, just the exit code). */
+/*
+ * A reply that is not a command's own: {"key":...,"error":...,"exit":N},
+ * the key left out if there is none and the error if msg is NULL.
+ */
 static void
-answer_error(struct group *g, const char *key, size_t keylen, const char *msg,
+error_line(FILE *fp, const char *key, size_t keylen, const char *msg, int rc)
+{
+	const char *sep = "{";
+
+	if (keylen > 0) {
+		fputs("{\"key\":", fp);
+		escape_json(fp, key, keylen);
+		sep = ",";
+	}
+	if (msg != NULL) {
+		fprintf(fp, "%s\"error\":", sep);
+		escape_json(fp, msg, strlen(msg));
+		sep = ",";
+	}
+	fprintf(fp, "%s\"exit\":%d}\n", sep, rc);
+}
+
+/* Reply with an error line (or, msg NULL, just the exit code). */
+static void
+reply_error(struct group *g, const char *key, size_t keylen, const char *msg,
     int rc)
 {
 	char *text = NULL;
@@ -190,32 +212,33 @@ answer_error(struct group *g, const char *key, size_t keylen, const char *msg,
 		log_msg("batch: out of memory");
 		exit(EXIT_STATE);
 	}
-	output_batch_error(fp, key, keylen, msg, rc);
+	error_line(fp, key, keylen, msg, rc);
 	fclose(fp);
-	add_answer(g, text, len, key, keylen, rc);
+	add_reply(g, text, len, key, keylen, rc);
 }
 
 /* Why a command (or an option) cannot be a batch request, or NULL. */
 static const char *
-refused_here(const struct opts *o, const struct cmd_entry *c)
+refused_here(const struct args *a)
 {
+	const struct cmd_entry *c = a->cmd;
 	int i;
 
 	if (!c->in_batch)
 		return "is not a batch request (throttle(1) lists those that "
 		       "are); run it on its own";
-	for (i = 0; i < o->ngiven; i++) {
-		const char *n = option_name(o->given[i]);
+	for (i = 0; i < a->ngiven; i++) {
+		const char *n = args_option_name(a->given[i]);
 
 		if (strcmp(n, "db") == 0 || strcmp(n, "format") == 0 ||
 		    strcmp(n, "lock-timeout") == 0)
 			return "takes --db, --format and --lock-timeout once, "
 			       "on the batch command, not per request";
 	}
-	if (o->has_wait)
+	if (a->has_wait)
 		return "cannot --wait in a batch: a request would hold up "
 		       "every other one; retry it after its retry_after";
-	if (strcmp(c->name, "inspect") == 0 && (o->key == NULL || o->names))
+	if (strcmp(c->name, "inspect") == 0 && (a->key == NULL || a->names))
 		return "inspect in a batch shows one key; give the key";
 	return NULL;
 }
@@ -231,23 +254,53 @@ dup_bytes(const char *s, size_t len)
 	return d;
 }
 
+/* Say on stderr what a request's answer says, as a command would. */
+static void
+tell(const struct ctx *c, const struct answer *ans, long lineno)
+{
+	switch (ans->msg_kind) {
+	case MSG_NONE:
+		break;
+	case MSG_INFO:
+		if (!c->quiet)
+			log_msg("%s", ans->msg);
+		break;
+	case MSG_NOTICE:
+		log_msg("%s", ans->msg);
+		break;
+	case MSG_USAGE:
+		log_msg("batch: line %ld: %s", lineno, ans->msg);
+		break;
+	case MSG_STATE:
+		log_msg("%s%s", ans->msg,
+		    c->on_error == ON_ERROR_ALLOW ? "; allowing anyway "
+						    "(--on-error allow)"
+			: c->on_error == ON_ERROR_DENY
+			? "; refusing (--on-error "
+			  "deny)"
+			: "");
+		break;
+	}
+}
+
 /*
- * Decide one request inside the open group; its answer goes into g.  The
- * command writes its answer into mem, the batch's one memory stream
- * (*membuf its bytes once flushed), from where it is copied.
+ * Decide one request inside the open group; its reply goes into g: the
+ * command's own records as JSON, the last with "exit" added, or an error
+ * line.  mem is the batch's one memory stream (*membuf its bytes once
+ * flushed), from where a reply is copied.
  */
 static void
-request(const struct opts *base, char *line, long lineno, struct group *g,
+request(const struct ctx *base, char *line, long lineno, struct group *g,
     FILE *mem, char **membuf)
 {
-	char *words[WORDS_MAX + 2], *text,
-	    msgbuf[sizeof(((struct opts *)0)->err)];
-	const struct cmd_entry *c;
-	const char *err, *why, *msg;
-	struct opts o;
+	char *words[WORDS_MAX + 2], msgbuf[1100];
+	const char *err, *why;
+	struct record *r;
+	struct args a;
+	struct ctx c;
+	struct answer ans;
 	long start, end;
-	size_t len;
-	int n, rc;
+	int n, rc, i;
 
 	n = parse_words(line, words + 1, WORDS_MAX, &err);
 	if (n == 0)
@@ -255,75 +308,63 @@ request(const struct opts *base, char *line, long lineno, struct group *g,
 	if (n == -1) {
 		log_msg("batch: line %ld %s", lineno, err);
 		snprintf(msgbuf, sizeof(msgbuf), "the line %s", err);
-		answer_error(g, "", 0, msgbuf, EXIT_USAGE);
+		reply_error(g, "", 0, msgbuf, EXIT_USAGE);
 		return;
 	}
-	cmd_defaults(&o);
-	o.batch = 1;
-	o.store = base->store;
-	o.db = base->db;
-	o.format = FORMAT_JSON;
-	o.quiet = base->quiet;
-	o.on_error = base->on_error;
-	o.lock_timeout = base->lock_timeout;
+	args_init(&a);
 	words[0] = (char *)"throttle";
 	words[n + 1] = NULL;
-	rc = cmd_parse(n + 1, words, &o, &c);
-	if (rc == PARSE_RUN && (why = refused_here(&o, c)) != NULL) {
-		snprintf(o.err, sizeof(o.err), "%s %s", c->name, why);
+	rc = args_parse(n + 1, words, cmd_table, &a);
+	if (rc == PARSE_RUN && (why = refused_here(&a)) != NULL) {
+		snprintf(a.err, sizeof(a.err), "%s %s", a.cmd->name, why);
 		rc = -1;
 	} else if (rc != PARSE_RUN && rc != -1) {
-		snprintf(o.err, sizeof(o.err),
+		snprintf(a.err, sizeof(a.err),
 		    "give a request, as in consume KEY --limit 5/1m");
 		rc = -1;
 	}
 	if (rc == -1) {
-		log_msg("batch: line %ld: %s", lineno, o.err);
-		answer_error(g, o.key ? o.key : "", o.key ? o.keylen : 0, o.err,
+		log_msg("batch: line %ld: %s", lineno, a.err);
+		reply_error(g, a.key ? a.key : "", a.key ? a.keylen : 0, a.err,
 		    EXIT_USAGE);
-		cmd_free(&o);
+		args_free(&a);
 		return;
 	}
-	log_forget();
-	start = ftell(mem);
-	output_to(mem);
-	if (cmd_finish(&o, c, &rc) == 0)
-		rc = c->exec(&o);
-	output_to(NULL);
-	if (fflush(mem) == EOF || (end = ftell(mem)) < start) {
-		log_msg("batch: out of memory");
-		exit(EXIT_STATE);
+	/* the batch's context: its store, in its group; JSON answers */
+	c = *base;
+	c.format = FORMAT_JSON;
+	answer_init(&ans);
+	if (cmd_prepare(&c, &a, &ans) == 0)
+		a.cmd->exec(&c, &a, &ans);
+	tell(&c, &ans, lineno);
+	rc = ans.rc;
+	if (ans.msg_kind == MSG_STATE) {
+		rc = ctx_map(&c, EXIT_STATE);
+		if (c.on_error != ON_ERROR_FAIL && ans.nrec == 0) {
+			r = answer_record(&ans, TEXT_NONE);
+			rec_str(&ans, r, "key", a.key ? a.key : "", a.keylen,
+			    0);
+			rec_bool(r, "allowed", rc == EXIT_ALLOWED, 0);
+			rec_str(&ans, r, "error", ans.msg, strlen(ans.msg), 0);
+		}
 	}
-	text = *membuf + start;
-	len = (size_t)(end - start);
-	if (len >= 2 && text[len - 2] == '}' && text[len - 1] == '\n') {
-		/* the command's own answer, with its exit code */
-		char tail[32];
-		int tl = snprintf(tail, sizeof(tail), ",\"exit\":%d}\n", rc);
-		char *full = xmalloc(len - 2 + (size_t)tl + 1);
-
-		memcpy(full, text, len - 2);
-		memcpy(full + len - 2, tail, (size_t)tl + 1);
-		add_answer(g, full, len - 2 + (size_t)tl, o.key ? o.key : "",
-		    o.keylen, rc);
-	} else {
-		msg = rc == EXIT_USAGE ? o.err : log_last();
-		if (rc == EXIT_USAGE)
-			log_msg("batch: line %ld: %s", lineno, o.err);
-		if (rc == EXIT_ALLOWED && *msg == '\0')
-			msg = NULL; /* done, with nothing to say (reset) */
-		answer_error(g, o.key ? o.key : "", o.keylen, msg, rc);
+	if (ans.nrec == 0)
+		reply_error(g, a.key ? a.key : "", a.keylen,
+		    ans.msg_kind != MSG_NONE ? ans.msg : NULL, rc);
+	else {
+		start = ftell(mem);
+		for (i = 0; i < ans.nrec; i++)
+			output_json(mem, ans.rec[i],
+			    i + 1 == ans.nrec ? rc : -1);
+		if (fflush(mem) == EOF || (end = ftell(mem)) < start) {
+			log_msg("batch: out of memory");
+			exit(EXIT_STATE);
+		}
+		add_reply(g, dup_bytes(*membuf + start, (size_t)(end - start)),
+		    (size_t)(end - start), a.key ? a.key : "", a.keylen, rc);
 	}
-	cmd_free(&o);
-}
-
-/* The exit code --on-error gives a store error. */
-static int
-mapped(const struct opts *o)
-{
-	return o->on_error == ON_ERROR_ALLOW ? EXIT_ALLOWED
-	    : o->on_error == ON_ERROR_DENY   ? EXIT_REFUSED
-					     : EXIT_STATE;
+	answer_free(&ans);
+	args_free(&a);
 }
 
 /*
@@ -333,20 +374,20 @@ mapped(const struct opts *o)
  * says exit 3.  -1 if standard output cannot be written.
  */
 static int
-flush_group(const struct opts *o, struct group *g, int committed,
+flush_group(const struct ctx *c, struct group *g, int committed,
     const char *msg, int *state_failed)
 {
 	int i, rc;
 
 	for (i = 0; i < g->n; i++) {
-		struct answer *a = &g->a[i];
+		struct reply *a = &g->a[i];
 
 		if (committed || a->rc == EXIT_USAGE) {
 			fwrite(a->text, 1, a->len, stdout);
 			rc = a->rc;
 		} else {
-			rc = mapped(o);
-			output_batch_error(stdout, a->key, a->keylen, msg, rc);
+			rc = ctx_map(c, EXIT_STATE);
+			error_line(stdout, a->key, a->keylen, msg, rc);
 		}
 		if (rc == EXIT_STATE)
 			*state_failed = 1;
@@ -365,8 +406,8 @@ gap(void)
 	nanosleep(&ts, NULL);
 }
 
-static int
-batch_exec(struct opts *o)
+static void
+batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct reader r = { 0 };
 	struct group g = { 0 };
@@ -377,20 +418,22 @@ batch_exec(struct opts *o)
 	long lineno = 0;
 	int64_t start, now;
 	const char *cerr;
-	int rc, n, full, failed, state_failed = 0;
+	int n, full, failed, state_failed = 0;
 
-	if (o->format != FORMAT_JSON && o->format != FORMAT_TEXT)
-		return cmd_usage(o,
-		    "batch: answers are JSON lines; leave "
-		    "--format out");
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	if ((mem = open_memstream(&membuf, &memlen)) == NULL) {
-		store_close(st);
-		log_msg("batch: out of memory");
-		return EXIT_STATE;
+	(void)a;
+	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
+		answer_usage(ans,
+		    "batch: answers are JSON lines; leave --format out");
+		return;
 	}
-	o->store = st;
+	if ((st = ctx_store(c, ans)) == NULL)
+		return;
+	if ((mem = open_memstream(&membuf, &memlen)) == NULL) {
+		log_msg("batch: out of memory");
+		ans->rc = EXIT_STATE;
+		return;
+	}
+	c->batch = 1; /* its requests share the store */
 	while ((line = next_line(&r, 1, &lineno)) != NULL) {
 		if (!r.toolong && line[strspn(line, " \t\r")] == '\0' &&
 		    memchr(line, '\0', r.linelen) == NULL)
@@ -399,8 +442,8 @@ batch_exec(struct opts *o)
 			/* the lock or the file: answer this line, go on */
 			snprintf(err, sizeof(err), "%s", store_error(st));
 			log_msg("%s", err);
-			answer_error(&g, "", 0, err, mapped(o));
-			if (flush_group(o, &g, 1, NULL, &state_failed) == -1)
+			reply_error(&g, "", 0, err, ctx_map(c, EXIT_STATE));
+			if (flush_group(c, &g, 1, NULL, &state_failed) == -1)
 				break;
 			continue;
 		}
@@ -413,20 +456,20 @@ batch_exec(struct opts *o)
 				log_msg("batch: line %ld is longer than %zu "
 					"bytes; it was skipped",
 				    lineno, LINE_MAX_BYTES);
-				answer_error(&g, "", 0, "the line is too long",
+				reply_error(&g, "", 0, "the line is too long",
 				    EXIT_USAGE);
 			} else if (memchr(line, '\0', r.linelen) != NULL) {
 				/* it would read as the line cut short there */
 				log_msg("batch: line %ld holds a NUL byte; it "
 					"was not decided",
 				    lineno);
-				answer_error(&g, "", 0,
+				reply_error(&g, "", 0,
 				    "the line holds a NUL byte, which no "
 				    "request "
 				    "can; it was not decided",
 				    EXIT_USAGE);
 			} else
-				request(o, line, lineno, &g, mem, &membuf);
+				request(c, line, lineno, &g, mem, &membuf);
 			n++;
 			full = n >= GROUP_MAX ||
 			    clock_monotonic() - start >= GROUP_US;
@@ -444,23 +487,21 @@ batch_exec(struct opts *o)
 			snprintf(err, sizeof(err), "%s", store_error(st));
 			log_msg("%s; none of the last %d requests was kept",
 			    err, g.n);
-			if (flush_group(o, &g, 0, err, &state_failed) == -1)
+			if (flush_group(c, &g, 0, err, &state_failed) == -1)
 				break;
-		} else if (flush_group(o, &g, 1, NULL, &state_failed) == -1)
+		} else if (flush_group(c, &g, 1, NULL, &state_failed) == -1)
 			break;
 		if (full)
 			gap(); /* let a waiting process have the lock */
 	}
 	/* every request was answered; exit 3 if any answer says a store
 	 * error kept it from being decided */
-	rc = state_failed ? EXIT_STATE : EXIT_ALLOWED;
-	o->store = NULL;
-	store_close(st);
+	ans->rc = state_failed ? EXIT_STATE : EXIT_ALLOWED;
+	c->batch = 0; /* the driver closes the store */
 	fclose(mem);
 	free(membuf);
 	free(r.buf);
 	free(g.a);
-	return rc;
 }
 
 const struct cmd_entry cmd_batch_entry = {

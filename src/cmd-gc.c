@@ -3,7 +3,8 @@
  * that is back at rest, every ended lockout, and every lease that has
  * ended (TTL passed, or owner on this host gone).  consume tidies a few
  * rows on every write as well, so a busy state file stays bounded without
- * anyone running gc.
+ * anyone running gc.  gc changes rows all over the file, so it checks the
+ * whole file first, and leaves a corrupt one as it is.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ struct dead {
 		char id[LEASE_ID_LEN + 1];
 	} * v;
 	size_t n, cap;
+	int64_t keys;
 };
 
 static int
@@ -30,10 +32,7 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 		return 0;
 	if (d->n == d->cap) {
 		d->cap = d->cap ? d->cap * 2 : 16;
-		if ((d->v = realloc(d->v, d->cap * sizeof(*d->v))) == NULL) {
-			fputs("throttle: out of memory\n", stderr);
-			exit(EXIT_STATE);
-		}
+		d->v = xrealloc(d->v, d->cap * sizeof(*d->v));
 	}
 	memcpy(d->v[d->n].key, key, keylen);
 	d->v[d->n].keylen = keylen;
@@ -43,51 +42,46 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 }
 
 static int
-gc_exec(struct opts *o)
+gc_body(struct ctx *c, void *arg, struct answer *ans)
 {
-	struct store *st;
-	struct dead d;
-	int64_t keys;
+	struct dead *d = arg;
 	size_t i;
-	int rc;
 
+	d->n = 0;
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	d->now = c->now;
+	if (store_verify(c->store, 1) == -1 ||
+	    (d->keys = store_tidy(c->store, c->now, 0)) == -1 ||
+	    store_lease_list(c->store, NULL, 0, collect, d) == -1)
+		return ctx_fail(c, ans);
+	for (i = 0; i < d->n; i++)
+		if (store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
+			d->v[i].id) == -1)
+			return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct dead d;
+	struct record *r;
+
+	(void)a;
 	memset(&d, 0, sizeof(d));
 	host_self(&d.me);
-	d.now = o->now;
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	do {
-		d.n = 0;
-		/* gc changes rows all over the file: it checks the whole
-		 * file first, and leaves a corrupt one as it is */
-		if (store_begin(st, 1) == -1 || store_verify(st, 1) == -1 ||
-		    (keys = store_tidy(st, o->now, 0)) == -1 ||
-		    store_lease_list(st, NULL, 0, collect, &d) == -1)
-			goto fail;
-		for (i = 0; i < d.n; i++)
-			if (store_lease_del(st, d.v[i].key, d.v[i].keylen,
-				d.v[i].id) == -1)
-				goto fail;
-		if ((rc = store_commit(st)) == -1)
-			goto fail;
-	} while (rc == STORE_RETRY);
-	store_close(st);
-	free(d.v);
-	if (o->format == FORMAT_TEXT)
-		printf("removed %lld key%s at rest and %zu ended lease%s\n",
-		    (long long)keys, keys == 1 ? "" : "s", d.n,
+	if (txn_run(c, 1, gc_body, &d, ans) == 0) {
+		r = answer_record(ans, TEXT_LINE);
+		rec_line(ans, r,
+		    "removed %lld key%s at rest and %zu ended "
+		    "lease%s",
+		    (long long)d.keys, d.keys == 1 ? "" : "s", d.n,
 		    d.n == 1 ? "" : "s");
-	else {
-		struct field f[] = {
-			{ "keys", FIELD_INT, NULL, 0, keys },
-			{ "leases", FIELD_INT, NULL, 0, (int64_t)d.n },
-		};
-		output_fields(o, f, sizeof(f) / sizeof(f[0]));
+		rec_int(r, "keys", d.keys, 0);
+		rec_int(r, "leases", (int64_t)d.n, 0);
 	}
-	return EXIT_ALLOWED;
-fail:
 	free(d.v);
-	return cmd_fail(o, st, store_error(st));
 }
 
 const struct cmd_entry cmd_gc_entry = {

@@ -1,77 +1,71 @@
 /*
  * cmd-inspect.c: show a key's state (or every key's) under the limit it
  * was last used with: remaining units as it stands, how long until one
- * more unit is allowed, and how long until it is back at rest.  Reads in
- * a read transaction and never writes.
+ * more unit is allowed, and how long until it is back at rest; and its
+ * live leases.  Reads in a read transaction and never writes.  The list of
+ * every key is printed as it is read (answer_flush()), however long.
  */
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "throttle.h"
 
-struct inspect_ctx {
-	const struct opts *o;
+struct look {
+	struct ctx *c;
+	const struct args *a;
+	struct answer *ans;
 	struct host me;
+	int limits; /* limits shown */
 	int leases; /* live leases shown */
-	char err[STORE_ERR_MAX];
 };
 
+/* One limit of a key, as it reads now (moved back if the clock was ahead). */
 static int
 show(const struct keyrec *rec, void *arg)
 {
-	struct inspect_ctx *ctx = arg;
+	struct look *l = arg;
 	struct decision now, one;
-	struct kstate next = { 0 };
-	struct kstate cur = { 0 };
-	struct result r;
+	struct kstate cur = { 0 }, next = { 0 };
 
-	/* the key as it reads now (moved back if the clock was ahead) */
 	cur.slots = xcalloc(rec->state.nslots + 1, sizeof(*cur.slots));
 	next.slots = xcalloc(rec->state.nslots + 2, sizeof(*next.slots));
-	limit_carry(&rec->limit, rec, 1, ctx->o->now, &cur);
-	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 0, &now, &next);
+	limit_carry(&rec->limit, rec, 1, l->c->now, &cur);
+	rec->limit.algo->decide(&rec->limit, &cur, l->c->now, 0, &now, &next);
 	next.nslots = 0;
-	rec->limit.algo->decide(&rec->limit, &cur, ctx->o->now, 1, &one, &next);
+	rec->limit.algo->decide(&rec->limit, &cur, l->c->now, 1, &one, &next);
 	free(next.slots);
 	free(cur.slots);
-	memset(&r, 0, sizeof(r));
-	r.key = rec->key;
-	r.keylen = rec->keylen;
-	r.limit = &rec->limit;
-	r.inspect = 1;
-	r.remaining = now.remaining;
-	r.retry_after = one.retry_after;
-	r.reset_after = now.reset_after;
-	output_result(ctx->o, &r);
+	now.retry_after = one.retry_after;
+	keystate_numbers(l->ans, rec->key, rec->keylen, &rec->limit, &now, 0,
+	    0);
+	l->limits++;
+	answer_flush(l->ans);
 	return 0;
 }
 
-/* Print one live lease; dead ones are left for the next acquire. */
+/* One live lease; dead ones are left for the next acquire. */
 static int
-show_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
+show_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
 {
-	struct inspect_ctx *ctx = arg;
-	const struct opts *o = ctx->o;
-	const char *prio = priority_name(l->priority);
+	struct look *l = arg;
+	const char *prio = priority_name(le->priority);
+	int64_t now = l->c->now;
+	struct record *r;
 
-	if (!lease_live(l, o->now, host_owner_state(&ctx->me, l)))
+	if (!lease_live(le, now, host_owner_state(&l->me, le)))
 		return 0;
-	ctx->leases++;
-	if (o->format == FORMAT_SHELL)
+	l->leases++;
+	if (l->c->format == FORMAT_SHELL)
 		return 0; /* shell shows the rate state; leases are many */
-	struct field f[] = {
-		{ "key", FIELD_STR, key, keylen, 0 },
-		{ "lease", FIELD_STR, l->id, strlen(l->id), 0 },
-		{ "priority", FIELD_STR, prio, strlen(prio), 0 },
-		{ "owner", FIELD_INT, NULL, 0, l->pid },
-		{ "host", FIELD_STR, l->host, strlen(l->host), 0 },
-		{ "age", FIELD_SECS, NULL, 0,
-		    o->now > l->acquired ? o->now - l->acquired : 0 },
-		{ "expires_after", FIELD_SECS, NULL, 0,
-		    lease_expires_after(l, o->now) },
-	};
-	output_fields(o, f, sizeof(f) / sizeof(f[0]));
+	r = answer_record(l->ans, TEXT_FIELDS);
+	rec_str(l->ans, r, "key", key, keylen, 0);
+	rec_str(l->ans, r, "lease", le->id, strlen(le->id), 0);
+	rec_str(l->ans, r, "priority", prio, strlen(prio), 0);
+	rec_int(r, "owner", le->pid, 0);
+	rec_str(l->ans, r, "host", le->host, strlen(le->host), 0);
+	rec_secs(r, "age", now > le->acquired ? now - le->acquired : 0, 0);
+	rec_secs(r, "expires_after", lease_expires_after(le, now), 0);
+	answer_flush(l->ans);
 	return 0;
 }
 
@@ -79,76 +73,84 @@ show_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 static int
 show_name(const char *key, size_t keylen, void *arg)
 {
-	(void)arg;
-	if (memchr(key, '\n', keylen) == NULL &&
-	    memchr(key, '\r', keylen) == NULL) {
-		fwrite(key, 1, keylen, stdout);
-		putchar('\n');
-	}
+	struct look *l = arg;
+	struct record *r;
+
+	if (memchr(key, '\n', keylen) != NULL ||
+	    memchr(key, '\r', keylen) != NULL)
+		return 0;
+	r = answer_record(l->ans, TEXT_RAW);
+	r->line = answer_keep(l->ans, key, keylen);
+	answer_flush(l->ans);
 	return 0;
 }
 
 static int
-inspect_exec(struct opts *o)
+look_body(struct ctx *c, void *arg, struct answer *ans)
 {
-	struct inspect_ctx ctx;
-	struct store *st;
-	struct keyrec rec = { 0 };
-	int found = 0, idx, rc;
+	struct look *l = arg;
+	const struct args *a = l->a;
+	struct keyrec rec;
+	int idx, found;
 
-	if (o->key == NULL && o->format == FORMAT_SHELL)
-		return cmd_usage(o,
-		    "inspect: --format shell shows one key; give a key, "
-		    "or use --format json for all of them");
-	memset(&ctx, 0, sizeof(ctx));
-	ctx.o = o;
-	host_self(&ctx.me);
-	if (o->names && o->key != NULL)
-		return cmd_usage(o,
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	if (a->names)
+		return store_names(c->store, show_name, l) == -1
+		    ? ctx_fail(c, ans)
+		    : 0;
+	if (a->key == NULL)
+		return store_list(c->store, show, l) == -1 ||
+			store_lease_list(c->store, NULL, 0, show_lease, l) == -1
+		    ? ctx_fail(c, ans)
+		    : 0;
+	/* each of the key's limits, then its leases */
+	for (idx = 0; idx < LIMITS_MAX; idx++) {
+		memset(&rec, 0, sizeof(rec));
+		if ((found = store_load(c->store, a->key, a->keylen, idx,
+			 &rec)) == -1)
+			return ctx_fail(c, ans);
+		if (found)
+			show(&rec, l);
+		free(rec.state.slots);
+		if (!found)
+			break;
+	}
+	if (store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct look l;
+
+	if (a->key == NULL && c->format == FORMAT_SHELL) {
+		answer_usage(ans,
+		    "inspect: --format shell shows one key; give a key, or "
+		    "use --format json for all of them");
+		return;
+	}
+	if (a->names && a->key != NULL) {
+		answer_usage(ans,
 		    "inspect: --names lists every key; leave the key out");
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	if (store_begin(st, 0) == -1)
-		return cmd_fail(o, st, store_error(st));
-	if (o->names) {
-		if (store_names(st, show_name, NULL) == -1)
-			return cmd_fail(o, st, store_error(st));
-		store_rollback(st);
-		store_close(st);
-		return EXIT_ALLOWED;
+		return;
 	}
-	if (o->key == NULL) {
-		if (store_list(st, show, &ctx) == -1 ||
-		    store_lease_list(st, NULL, 0, show_lease, &ctx) == -1)
-			return cmd_fail(o, st,
-			    ctx.err[0] ? ctx.err : store_error(st));
-	} else {
-		/* each of the key's limits, then its leases */
-		for (idx = 0; idx < LIMITS_MAX; idx++) {
-			rc = cmd_load(o, st, idx, &rec, ctx.err,
-			    sizeof(ctx.err));
-			if (rc == 1 && show(&rec, &ctx) == -1)
-				rc = -1;
-			free(rec.state.slots);
-			rec.state.slots = NULL;
-			if (rc == -1)
-				return cmd_fail(o, st, ctx.err);
-			if (rc == 0)
-				break;
-			found++;
-		}
-		if (store_lease_list(st, o->key, o->keylen, show_lease, &ctx) ==
-		    -1)
-			return cmd_fail(o, st, store_error(st));
-	}
-	store_rollback(st);
-	store_close(st);
-	if (o->key != NULL && !found && ctx.leases == 0) {
-		log_key(o->key, o->keylen,
+	memset(&l, 0, sizeof(l));
+	l.c = c;
+	l.a = a;
+	l.ans = ans;
+	host_self(&l.me);
+	if (!c->batch)
+		ans->stream = c; /* print as it is read: a list may be long */
+	if (txn_run(c, 0, look_body, &l, ans) == -1)
+		return;
+	if (a->key != NULL && !a->names && l.limits == 0 && l.leases == 0) {
+		answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
 		    ": no state (never used, reset, or forgotten)");
-		return EXIT_REFUSED;
+		ans->rc = EXIT_REFUSED;
 	}
-	return EXIT_ALLOWED;
 }
 
 const struct cmd_entry cmd_inspect_entry = {

@@ -1,5 +1,6 @@
 /*
- * cmd-release.c: give units back, for work that was counted but not done.
+ * cmd-release.c: give units back, for work that was counted but not done;
+ * or free a lease.
  *
  * The key's own stored limit is used unless --limit is given.  A key with
  * no state is already full: there is nothing to give back, and that is not
@@ -10,120 +11,68 @@
 #include "throttle.h"
 
 /* release KEY --lease ID: free one slot, touching no other lease. */
-static int
-release_lease(struct opts *o)
+static void
+release_lease(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	struct store *st;
-	int found, rc;
+	struct record *r;
+	int found;
 
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	do {
-		if (store_begin(st, 1) == -1 ||
-		    (found = store_lease_del(st, o->key, o->keylen,
-			 o->lease)) == -1 ||
-		    (rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
-	} while (rc == STORE_RETRY);
-	store_close(st);
+	if ((found = concurrency_free(c, a->key, a->keylen, a->lease, ans)) ==
+	    -1)
+		return;
 	if (!found) {
-		log_key(o->key, o->keylen,
+		answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
 		    ": no lease %s (already released, expired and cleaned "
 		    "up, or never held)",
-		    o->lease);
-		return EXIT_REFUSED;
+		    a->lease);
+		ans->rc = EXIT_REFUSED;
+		return;
 	}
-	if (o->format != FORMAT_TEXT) {
-		struct field f[] = {
-			{ "key", FIELD_STR, o->key, o->keylen, 0 },
-			{ "lease", FIELD_STR, o->lease, strlen(o->lease), 0 },
-			{ "released", FIELD_BOOL, NULL, 0, 1 },
-		};
-		output_fields(o, f, sizeof(f) / sizeof(f[0]));
-	}
-	return EXIT_ALLOWED;
+	r = answer_record(ans, TEXT_NONE);
+	rec_str(ans, r, "key", a->key, a->keylen, 0);
+	rec_str(ans, r, "lease", a->lease, strlen(a->lease), 0);
+	rec_bool(r, "released", 1, 0);
 }
 
-/*
- * Give units back to each of the key's limits: those on the command line,
- * or else every limit the key has stored.
- */
-static int
-release_exec(struct opts *o)
-{
-	struct store *st;
-	struct work w[LIMITS_MAX];
-	struct decision d;
-	struct kstate back;
-	char err[STORE_ERR_MAX];
-	int i, n, found, rc;
+struct give {
+	const struct args *a;
+	struct keywork *k;
+};
 
-	if (o->lease != NULL) {
-		if (o->nlimits > 0)
-			return cmd_usage(o,
+/* Give units back to each of the key's limits, in one transaction. */
+static int
+give_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct give *g = arg;
+
+	if (ctx_now(c, ans) == -1 ||
+	    keystate_load(c, g->k, g->a->limits, g->a->nlimits, 1, ans) == -1)
+		return -1;
+	if (g->k->n == 0)
+		return TXN_ROLLBACK; /* no state and no limit: nothing to do */
+	keystate_carry(g->k, c->now);
+	keystate_release(g->k, c->now, g->a->cost);
+	return keystate_save(c, g->k, SAVE_CHARGED, c->now, ans);
+}
+
+static void
+release_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct keywork k;
+	struct give g = { a, &k };
+
+	if (a->lease != NULL) {
+		if (a->nlimits > 0)
+			answer_usage(ans,
 			    "release: give --lease or a limit, not both");
-		return release_lease(o);
+		else
+			release_lease(c, a, ans);
+		return;
 	}
-	memset(w, 0, sizeof(w));
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	for (;;) {
-		if (store_begin(st, 1) == -1)
-			goto fail;
-		if (cmd_now(o, st, err, sizeof(err)) == -1) {
-			rc = cmd_fail(o, st, err);
-			goto out;
-		}
-		for (n = 0; n < LIMITS_MAX; n++) {
-			if ((found = cmd_prepare(o, st, n, &w[n], err,
-				 sizeof(err))) == -1) {
-				rc = cmd_fail(o, st, err);
-				goto out;
-			}
-			if (n >= o->nlimits && !found)
-				break;
-			cmd_carry(o, &w[n]);
-			back = w[n].next;
-			w[n].lim.algo->release(&w[n].lim, &w[n].cur, o->now,
-			    o->cost, &back);
-			/* the key as it now stands, for the output */
-			w[n].lim.algo->decide(&w[n].lim, &back, o->now, 0,
-			    &w[n].d, &w[n].cur);
-			if (cmd_save(o, st, n, &w[n].lim, &back,
-				o->now + w[n].d.reset_after) == -1)
-				goto fail;
-		}
-		if (n == 0) {
-			/* no state and no limit: nothing to give back */
-			store_rollback(st);
-			store_close(st);
-			rc = EXIT_ALLOWED;
-			goto out;
-		}
-		if ((rc = store_commit(st)) == -1)
-			goto fail;
-		if (rc != STORE_RETRY)
-			break;
-	}
-	store_close(st);
-	memset(&d, 0, sizeof(d));
-	d.allowed = 1;
-	d.remaining = INT64_MAX;
-	for (i = 0; i < n; i++) {
-		if (w[i].d.remaining < d.remaining)
-			d.remaining = w[i].d.remaining;
-		if (w[i].d.reset_after > d.reset_after)
-			d.reset_after = w[i].d.reset_after;
-	}
-	cmd_print(o, w, n, o->cost, &d);
-	rc = EXIT_ALLOWED;
-	goto out;
-fail:
-	rc = cmd_fail(o, st, store_error(st));
-out:
-	for (i = 0; i < LIMITS_MAX; i++)
-		cmd_unprepare(&w[i]);
-	return rc;
+	keystate_init(&k, a->key, a->keylen);
+	if (txn_run(c, 1, give_body, &g, ans) == 0 && k.n > 0)
+		keystate_record(ans, &k, 1, a->cost);
+	keystate_free(&k);
 }
 
 const struct cmd_entry cmd_release_entry = {

@@ -7,59 +7,71 @@
 
 #include "throttle.h"
 
-static int
-renew_exec(struct opts *o)
-{
-	struct store *st;
-	struct lease l;
-	int found, rc;
+struct renewal {
+	const struct args *a;
+	struct slots_seen seen;
+	int forever; /* --ttl 0 on a lease without an owner */
+};
 
-	if (o->lease == NULL)
-		return cmd_usage(o,
-		    "renew: --lease is missing; give the id acquire "
-		    "printed");
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	do {
-		if (store_begin(st, 1) == -1 ||
-		    (found = cmd_acquire_scan(o, st, 1, o->lease, NULL, NULL,
-			 &l)) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if (found) {
-			if (o->has_ttl)
-				l.ttl = o->ttl;
-			if (l.ttl == 0 && l.pid == 0) {
-				store_rollback(st);
-				store_close(st);
-				return cmd_usage(o,
-				    "--ttl: 0 (no expiry) needs a lease with "
-				    "an owner");
-			}
-			l.expires = l.ttl > 0 ? o->now + l.ttl : 0;
-			if (store_lease_put(st, o->key, o->keylen, &l) == -1)
-				return cmd_fail(o, st, store_error(st));
-		}
-		if ((rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
-	} while (rc == STORE_RETRY);
-	store_close(st);
-	if (!found) {
-		log_key(o->key, o->keylen,
+static int
+renew_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct renewal *rn = arg;
+	const struct args *a = rn->a;
+	struct lease *l = &rn->seen.found;
+
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	if (concurrency_scan(c, a->key, a->keylen, 1, a->lease, &rn->seen) ==
+	    -1)
+		return ctx_fail(c, ans);
+	if (!rn->seen.has_found)
+		return 0; /* the dead leases the scan found are still freed */
+	if (a->has_ttl)
+		l->ttl = a->ttl;
+	if (l->ttl == 0 && l->pid == 0) {
+		rn->forever = 1;
+		return TXN_ROLLBACK;
+	}
+	l->expires = l->ttl > 0 ? c->now + l->ttl : 0;
+	if (store_lease_put(c->store, a->key, a->keylen, l) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+renew_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct renewal rn;
+	struct record *r;
+
+	if (a->lease == NULL) {
+		answer_usage(ans,
+		    "renew: --lease is missing; give the id acquire printed");
+		return;
+	}
+	memset(&rn, 0, sizeof(rn));
+	rn.a = a;
+	if (txn_run(c, 1, renew_body, &rn, ans) == -1)
+		return;
+	if (rn.forever) {
+		answer_usage(ans,
+		    "--ttl: 0 (no expiry) needs a lease with an owner");
+		return;
+	}
+	if (!rn.seen.has_found) {
+		answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
 		    ": no live lease %s (released, expired, or its owner is "
 		    "gone); acquire a new one",
-		    o->lease);
-		return EXIT_REFUSED;
+		    a->lease);
+		ans->rc = EXIT_REFUSED;
+		return;
 	}
-	if (o->format != FORMAT_TEXT) {
-		struct field f[] = {
-			{ "key", FIELD_STR, o->key, o->keylen, 0 },
-			{ "lease", FIELD_STR, l.id, strlen(l.id), 0 },
-			{ "expires_after", FIELD_SECS, NULL, 0,
-			    lease_expires_after(&l, o->now) },
-		};
-		output_fields(o, f, sizeof(f) / sizeof(f[0]));
-	}
-	return EXIT_ALLOWED;
+	r = answer_record(ans, TEXT_NONE);
+	rec_str(ans, r, "key", a->key, a->keylen, 0);
+	rec_str(ans, r, "lease", a->lease, strlen(a->lease), 0);
+	rec_secs(r, "expires_after",
+	    lease_expires_after(&rn.seen.found, c->now), 0);
 }
 
 const struct cmd_entry cmd_renew_entry = {

@@ -5,21 +5,19 @@
 #include "throttle.h"
 
 static int
-reset_exec(struct opts *o)
+reset_body(struct ctx *c, void *arg, struct answer *ans)
 {
-	struct store *st;
-	int rc;
+	const struct args *a = arg;
 
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	do {
-		if (store_begin(st, 1) == -1 ||
-		    store_delete(st, o->key, o->keylen) == -1 ||
-		    (rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
-	} while (rc == STORE_RETRY);
-	store_close(st);
-	return EXIT_ALLOWED;
+	if (store_delete(c->store, a->key, a->keylen) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+reset_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	txn_run(c, 1, reset_body, (void *)a, ans);
 }
 
 const struct cmd_entry cmd_reset_entry = {

@@ -83,7 +83,7 @@ static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP };
  * the held job too, unrun.
  */
 static int
-start_job(struct opts *o, struct job *j)
+start_job(const struct args *a, struct job *j)
 {
 	sigset_t block, old;
 	int go[2], report[2], err;
@@ -96,7 +96,7 @@ start_job(struct opts *o, struct job *j)
 	    ? STDIN_FILENO
 	    : -1;
 	if (pipe(go) == -1 || pipe(report) == -1) {
-		log_msg("run: cannot start %s: %s", o->command[0],
+		log_msg("run: cannot start %s: %s", a->command[0],
 		    strerror(errno));
 		return -1;
 	}
@@ -109,7 +109,7 @@ start_job(struct opts *o, struct job *j)
 	sigprocmask(SIG_BLOCK, &block, &old);
 	fflush(NULL);
 	if ((j->pid = fork()) == -1) {
-		log_msg("run: cannot start %s: %s", o->command[0],
+		log_msg("run: cannot start %s: %s", a->command[0],
 		    strerror(errno));
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return -1;
@@ -131,9 +131,9 @@ start_job(struct opts *o, struct job *j)
 			_exit(0);
 		close(go[0]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		execvp(o->command[0], o->command);
+		execvp(a->command[0], a->command);
 		err = errno;
-		fprintf(stderr, "throttle: run: %s: %s\n", o->command[0],
+		fprintf(stderr, "throttle: run: %s: %s\n", a->command[0],
 		    strerror(err));
 		if (write(report[1], &err, sizeof(err)) == -1)
 			_exit(cannot_run(err));
@@ -170,7 +170,7 @@ foreground(int tty, pid_t g)
  * first process: its exit status.  *ran is 0 if its exec failed.
  */
 static int
-run_job(struct opts *o, struct job *j, int *ran)
+run_job(const struct args *a, struct job *j, int *ran)
 {
 	struct sigaction sa;
 	int status, err;
@@ -194,7 +194,7 @@ run_job(struct opts *o, struct job *j, int *ran)
 	*ran = n != (ssize_t)sizeof(err);
 	while (waitpid(j->pid, &status, 0) == -1) {
 		if (errno != EINTR) {
-			log_msg("run: lost track of %s: %s", o->command[0],
+			log_msg("run: lost track of %s: %s", a->command[0],
 			    strerror(errno));
 			job_group = 0;
 			foreground(j->tty, getpgrp());
@@ -224,65 +224,57 @@ cancel_job(struct job *j)
 
 /* Free the wrapper's lease; a failure only warns, the lease heals. */
 static void
-release(const struct opts *o, const struct lease *l)
+release(struct ctx *c, const struct args *a, const struct lease *l)
 {
-	struct store *st;
-	char err[STORE_ERR_MAX];
-	int rc;
+	struct answer ans;
 
-	if ((st = store_open(o->db, o->lock_timeout, 0, err, sizeof(err))) ==
-	    NULL) {
+	answer_init(&ans);
+	if (concurrency_free(c, a->key, a->keylen, l->id, &ans) == -1)
 		log_msg("%s; lease %s frees itself once this process is gone",
-		    err, l->id);
-		return;
-	}
-	do {
-		if (store_begin(st, 1) == -1 ||
-		    store_lease_del(st, o->key, o->keylen, l->id) == -1 ||
-		    (rc = store_commit(st)) == -1) {
-			log_msg("%s; lease %s frees itself once this process "
-				"is gone",
-			    store_error(st), l->id);
-			store_rollback(st);
-			break;
-		}
-	} while (rc == STORE_RETRY);
-	store_close(st);
+		    ans.msg, l->id);
+	answer_free(&ans);
 }
 
-static int
-refused(const struct opts *o, const char *why)
+/* Refused: the command does not run; --conflict-exit-code. */
+static void
+refused(const struct args *a, const char *why, struct answer *ans)
 {
-	if (!o->quiet) {
-		log_key(o->key, o->keylen, " %s; not running %s", why,
-		    o->command[0]);
-	}
-	return o->conflict_exit_code;
+	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s; not running %s",
+	    why, a->command[0]);
+	ans->rc = a->conflict_exit_code;
 }
 
 /* --limit: consume, then become the command (or give the unit back). */
-static int
-run_limited(struct opts *o)
+static void
+run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	struct decision d;
+	struct keywork k;
 	char why[64], t[32];
 	int rc, err;
 
-	if ((rc = cmd_consume_wait(o, 0, &d)) != EXIT_ALLOWED &&
-	    rc != EXIT_REFUSED)
-		return rc;
-	if (!d.allowed) {
-		output_seconds(t, sizeof(t), d.retry_after);
+	keystate_init(&k, a->key, a->keylen);
+	rc = rate_wait(c, a, &k, ans);
+	keystate_free(&k);
+	if (rc != EXIT_ALLOWED && rc != EXIT_REFUSED) {
+		if (rc > 0)
+			ans->rc = rc;
+		return;
+	}
+	if (!k.d.allowed) {
+		if (ans->msg_kind != MSG_NONE && !c->quiet)
+			log_msg("%s", ans->msg); /* --wait says why */
+		output_seconds(t, sizeof(t), k.d.retry_after);
 		snprintf(why, sizeof(why), "throttled, retry in %ss", t);
-		return refused(o, why);
+		refused(a, why, ans);
+		return;
 	}
 	fflush(NULL);
-	execvp(o->command[0], o->command);
+	execvp(a->command[0], a->command);
 	err = errno;
-	log_msg("run: %s: %s; its unit is given back", o->command[0],
+	log_msg("run: %s: %s; its unit is given back", a->command[0],
 	    strerror(err));
-	cmd_consume_refund(o);
-	return cannot_run(err);
+	rate_refund(c, a);
+	ans->rc = cannot_run(err);
 }
 
 /*
@@ -304,56 +296,68 @@ group_lingers(const struct job *j)
 }
 
 /* --concurrency: hold a slot while the job runs. */
-static int
-run_slotted(struct opts *o)
+static void
+run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct lease l, who;
+	struct slots_seen seen;
 	struct job j;
-	int64_t active, soonest;
 	char why[64];
-	int rc = 0, status, ran;
+	int status, ran, taken;
 
-	if (cmd_acquire_check(o, "run") != 0)
-		return EXIT_USAGE;
-	if (start_job(o, &j) == -1)
-		return EXIT_CANNOT_RUN;
+	if (concurrency_check(a, "run", ans) == -1)
+		return;
+	if (start_job(a, &j) == -1) {
+		ans->rc = EXIT_CANNOT_RUN;
+		return;
+	}
 	memset(&who, 0, sizeof(who));
 	who.pid = getpid();
 	who.pgid = j.pid;
 	who.pgid_start = j.start;
-	switch (cmd_acquire_wait(o, &who, o->has_ttl ? o->ttl : 0, &l, &active,
-	    &soonest, &rc)) {
-	case -1:
+	taken = concurrency_wait(c, a, &who, a->has_ttl ? a->ttl : 0, &l, &seen,
+	    ans);
+	/* no descriptor of the store stays open while the job runs */
+	ctx_close(c);
+	if (taken != 1) {
 		cancel_job(&j);
-		return rc;
-	case 0:
-		cancel_job(&j);
-		if (o->concurrency == 1)
-			snprintf(why, sizeof(why), "has its one slot held");
-		else
-			snprintf(why, sizeof(why), "has all %lld slots held",
-			    (long long)o->concurrency);
-		return refused(o, why);
+		if (taken == 0) {
+			if (a->concurrency == 1)
+				snprintf(why, sizeof(why),
+				    "has its one slot held");
+			else
+				snprintf(why, sizeof(why),
+				    "has all %lld slots held",
+				    (long long)a->concurrency);
+			refused(a, why, ans);
+		} else if (taken > 1)
+			ans->rc = taken; /* a signal cut the wait short */
+		return;
 	}
-	status = run_job(o, &j, &ran);
-	if (ran && group_lingers(&j)) {
-		if (!o->quiet)
-			log_key(o->key, o->keylen,
-			    ": %s left processes running in its process "
-			    "group %ld; the slot stays held until they end",
-			    o->command[0], (long)j.pid);
-	} else
-		release(o, &l);
-	return status;
+	status = run_job(a, &j, &ran);
+	if (ran && group_lingers(&j))
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    ": %s left processes running in its process group %ld; "
+		    "the slot stays held until they end",
+		    a->command[0], (long)j.pid);
+	else
+		release(c, a, &l);
+	ans->rc = status;
 }
 
-static int
-run_exec(struct opts *o)
+static void
+run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	if ((o->nlimits > 0) == o->has_concurrency)
-		die_usage("run: give --limit (a rate) or --concurrency (a "
-			  "number of slots), one of them");
-	return o->nlimits > 0 ? run_limited(o) : run_slotted(o);
+	if ((a->nlimits > 0) == a->has_concurrency) {
+		answer_usage(ans,
+		    "run: give --limit (a rate) or --concurrency (a number of "
+		    "slots), one of them");
+		return;
+	}
+	if (a->nlimits > 0)
+		run_limited(c, a, ans);
+	else
+		run_slotted(c, a, ans);
 }
 
 const struct cmd_entry cmd_run_entry = {

@@ -10,14 +10,14 @@
 
 /* One draw in [0, SHED_ONE) from --seed, or from the kernel. */
 static int64_t
-draw(const struct opts *o)
+draw(const struct args *a)
 {
 	uint64_t z;
 
-	if (!o->has_seed)
+	if (!a->has_seed)
 		return (int64_t)(host_random() % (uint64_t)SHED_ONE);
 	/* splitmix64: the same seed always gives the same draw */
-	z = o->seed + 0x9e3779b97f4a7c15ULL;
+	z = a->seed + 0x9e3779b97f4a7c15ULL;
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
 	z ^= z >> 31;
@@ -33,68 +33,80 @@ to_micro(int64_t v)
 	return v >= 0 ? (v + unit / 2) / unit : -((-v + unit / 2) / unit);
 }
 
+struct shedding {
+	const struct args *a;
+	int64_t u; /* the utilization, millionths */
+	int64_t s; /* the shedding amount after this call */
+};
+
 static int
-shed_exec(struct opts *o)
+shed_body(struct ctx *c, void *arg, struct answer *ans)
 {
-	struct store *st;
-	const char *source = "given", *err;
-	int64_t u = o->utilization, s, changed, chance;
-	int found, rc, dropped;
+	struct shedding *sh = arg;
+	const struct args *a = sh->a;
+	int64_t changed;
+	int found;
+
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	if ((found = store_shed_load(c->store, a->key, a->keylen, &sh->s,
+		 &changed)) == -1)
+		return ctx_fail(c, ans);
+	if (!found) {
+		sh->s = shed_rest(&a->shed);
+		changed = c->now;
+	}
+	sh->s = shed_update(&a->shed, sh->s, changed, c->now, sh->u);
+	if (store_shed_save(c->store, a->key, a->keylen, sh->s, c->now) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct shedding sh = { a, a->utilization, 0 };
+	const char *source = "given", *err, *p = priority_name(a->priority);
+	struct record *r;
+	int64_t chance;
+	int dropped;
 	char t[32];
 
-	if (!o->has_utilization)
-		return cmd_usage(o,
-		    "shed: --utilization is missing; give a number from "
-		    "0 to 1, or auto");
-	if (shed_params_ok(&o->shed, &err) == -1)
-		return cmd_usage(o, "shed: the thresholds are off: %s", err);
-	if (o->utilization_auto && host_utilization(&u, &source) == -1)
-		return cmd_usage(o,
-		    "--utilization: auto found neither "
-		    "/proc/pressure/cpu nor /proc/loadavg; give a number");
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	do {
-		if (store_begin(st, 1) == -1 ||
-		    (found = store_shed_load(st, o->key, o->keylen, &s,
-			 &changed)) == -1)
-			return cmd_fail(o, st, store_error(st));
-		if (!found) {
-			s = shed_rest(&o->shed);
-			changed = o->now;
-		}
-		s = shed_update(&o->shed, s, changed, o->now, u);
-		if (store_shed_save(st, o->key, o->keylen, s, o->now) == -1 ||
-		    (rc = store_commit(st)) == -1)
-			return cmd_fail(o, st, store_error(st));
-	} while (rc == STORE_RETRY);
-	store_close(st);
-
-	chance = shed_drop_chance(s, o->priority);
-	dropped = chance > 0 && draw(o) < chance;
-	if (o->format != FORMAT_TEXT) {
-		const char *p = priority_name(o->priority);
-		struct field f[] = {
-			{ "key", FIELD_STR, o->key, o->keylen, 0 },
-			{ "allowed", FIELD_BOOL, NULL, 0, !dropped },
-			{ "priority", FIELD_STR, p, strlen(p), 0 },
-			{ "utilization", FIELD_MICRO, NULL, 0, u },
-			{ "utilization_source", FIELD_STR, source,
-			    strlen(source), 0 },
-			{ "shedding_amount", FIELD_MICRO, NULL, 0,
-			    to_micro(s) },
-			{ "drop_probability", FIELD_MICRO, NULL, 0,
-			    to_micro(chance) },
-		};
-		output_fields(o, f, sizeof(f) / sizeof(f[0]));
+	if (!a->has_utilization) {
+		answer_usage(ans,
+		    "shed: --utilization is missing; give a number from 0 "
+		    "to 1, or auto");
+		return;
 	}
-	if (dropped && !o->quiet) {
+	if (shed_params_ok(&a->shed, &err) == -1) {
+		answer_usage(ans, "shed: the thresholds are off: %s", err);
+		return;
+	}
+	if (a->utilization_auto && host_utilization(&sh.u, &source) == -1) {
+		answer_usage(ans,
+		    "--utilization: auto found neither /proc/pressure/cpu nor "
+		    "/proc/loadavg; give a number");
+		return;
+	}
+	if (txn_run(c, 1, shed_body, &sh, ans) == -1)
+		return;
+	chance = shed_drop_chance(sh.s, a->priority);
+	dropped = chance > 0 && draw(a) < chance;
+	r = answer_record(ans, TEXT_NONE);
+	rec_str(ans, r, "key", a->key, a->keylen, 0);
+	rec_bool(r, "allowed", !dropped, 0);
+	rec_str(ans, r, "priority", p, strlen(p), 0);
+	rec_micro(r, "utilization", sh.u, 0);
+	rec_str(ans, r, "utilization_source", source, strlen(source), 0);
+	rec_micro(r, "shedding_amount", to_micro(sh.s), 0);
+	rec_micro(r, "drop_probability", to_micro(chance), 0);
+	if (dropped) {
 		output_micro(t, sizeof(t), to_micro(chance));
-		log_key(o->key, o->keylen,
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    ": shedding %s-priority work (drop probability %s)",
-		    priority_name(o->priority), t);
+		    priority_name(a->priority), t);
+		ans->rc = EXIT_REFUSED;
 	}
-	return dropped ? EXIT_REFUSED : EXIT_ALLOWED;
 }
 
 const struct cmd_entry cmd_shed_entry = {

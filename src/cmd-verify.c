@@ -11,6 +11,7 @@
 #include "throttle.h"
 
 struct tally {
+	const struct args *a;
 	int64_t keys, leases;
 };
 
@@ -36,36 +37,37 @@ count_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 }
 
 static int
-verify_exec(struct opts *o)
+verify_body(struct ctx *c, void *arg, struct answer *ans)
 {
-	struct store *st;
-	struct tally t = { 0, 0 };
-	int rc;
+	struct tally *t = arg;
+	const struct args *a = t->a;
 
-	if ((st = cmd_open(o, &rc)) == NULL)
-		return rc;
-	if (store_begin(st, 0) == -1 || store_verify(st, o->quick) == -1 ||
-	    store_list(st, count_key, &t) == -1 ||
-	    store_lease_list(st, NULL, 0, count_lease, &t) == -1)
-		return cmd_fail(o, st, store_error(st));
-	store_rollback(st);
-	store_close(st);
-	if (o->format == FORMAT_TEXT) {
-		if (!o->quiet)
-			printf("%s: ok, %lld key%s and %lld lease%s\n",
-			    o->dbname, (long long)t.keys,
-			    t.keys == 1 ? "" : "s", (long long)t.leases,
-			    t.leases == 1 ? "" : "s");
-	} else {
-		struct field f[] = {
-			{ "db", FIELD_STR, o->dbname, strlen(o->dbname), 0 },
-			{ "ok", FIELD_BOOL, NULL, 0, 1 },
-			{ "keys", FIELD_INT, NULL, 0, t.keys },
-			{ "leases", FIELD_INT, NULL, 0, t.leases },
-		};
-		output_fields(o, f, sizeof(f) / sizeof(f[0]));
-	}
-	return EXIT_ALLOWED;
+	t->keys = t->leases = 0;
+	if (store_verify(c->store, a->quick) == -1 ||
+	    store_list(c->store, count_key, t) == -1 ||
+	    store_lease_list(c->store, NULL, 0, count_lease, t) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+static void
+verify_exec(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	struct tally t = { a, 0, 0 };
+	struct record *r;
+
+	if (txn_run(c, 0, verify_body, &t, ans) == -1)
+		return;
+	r = answer_record(ans, c->quiet ? TEXT_NONE : TEXT_LINE);
+	rec_line(ans, r, "%s: ok, %lld key%s and %lld lease%s", c->dbname,
+	    (long long)t.keys, t.keys == 1 ? "" : "s", (long long)t.leases,
+	    t.leases == 1 ? "" : "s");
+	if (c->quiet)
+		r->text = TEXT_NONE;
+	rec_str(ans, r, "db", c->dbname, strlen(c->dbname), 0);
+	rec_bool(r, "ok", 1, 0);
+	rec_int(r, "keys", t.keys, 0);
+	rec_int(r, "leases", t.leases, 0);
 }
 
 const struct cmd_entry cmd_verify_entry = {

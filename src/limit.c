@@ -105,3 +105,77 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 	}
 	return 0;
 }
+
+/*
+ * Settle the limits a command line gave (ls) into out[] and *n: each takes
+ * the algorithm given (default: the first of the table), --burst (one
+ * limit only; else its N) and --granularity (else the algorithm's
+ * default), and must validate.  cmd names the command for messages.  0,
+ * or -1 with a usage message in err that names the option at fault.
+ */
+int
+limit_settle(const struct limitspec *ls, const char *cmd, struct limit *out,
+    int *n, char *err, size_t errlen)
+{
+	const struct algo *algo = ls->algo != NULL ? ls->algo : algo_table[0];
+	const char *why;
+	struct limit *l;
+	int i;
+
+	*n = 0;
+	if ((ls->has_burst || ls->algo != NULL || ls->has_granularity) &&
+	    ls->n == 0) {
+		snprintf(err, errlen,
+		    "%s: %s goes with --limit; give the limit "
+		    "too",
+		    cmd,
+		    ls->has_burst             ? "--burst"
+			: ls->has_granularity ? "--granularity"
+					      : "--algorithm");
+		return -1;
+	}
+	if (ls->has_burst && ls->n > 1) {
+		snprintf(err, errlen,
+		    "--burst: applies to one --limit; with several, each "
+		    "limit's burst is its own N");
+		return -1;
+	}
+	for (i = 0; i < ls->n; i++) {
+		l = &out[i];
+		memset(l, 0, sizeof(*l));
+		l->algo = algo;
+		l->count = ls->count[i];
+		l->period = ls->period[i];
+		if (ls->has_burst && !algo->takes_burst) {
+			snprintf(err, errlen,
+			    "--burst: %s has no burst (only gcra does); leave "
+			    "--burst out",
+			    algo->name);
+			return -1;
+		}
+		if (ls->has_granularity && !algo->takes_granularity) {
+			snprintf(err, errlen,
+			    "--granularity: %s has no sub-windows (only "
+			    "sliding-window does); leave --granularity out",
+			    algo->name);
+			return -1;
+		}
+		l->burst = ls->has_burst ? ls->burst : l->count;
+		l->granularity = !algo->takes_granularity ? 0
+		    : ls->has_granularity
+		    ? ls->granularity
+		    : algo->default_granularity(l->period);
+		if (limit_validate(l, &why) == -1) {
+			if (ls->has_granularity)
+				snprintf(err, errlen,
+				    "--granularity: '%s' with --limit '%s': %s",
+				    ls->granularity_text, ls->text[i], why);
+			else
+				snprintf(err, errlen, "--limit: '%s' %s",
+				    ls->text[i], why);
+			return -1;
+		}
+	}
+	*n = ls->n;
+	return 0;
+}

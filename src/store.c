@@ -40,7 +40,7 @@ bad_record(struct store *st, const char *key, size_t keylen, const char *why)
 		return;
 	}
 	fprintf(fp, "%s: the key '", st->name);
-	output_escape_text(fp, key, keylen);
+	escape_text(fp, key, keylen);
 	fprintf(fp,
 	    "' %s, which this throttle cannot use (throttle reset the key "
 	    "to start it afresh)",

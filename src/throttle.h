@@ -38,6 +38,7 @@ enum exit_code {
 #define DURATION_MAX (INT64_C(1) << 62) /* about 146,000 years, in us */
 #define TIME_MAX INT64_C(253402300800000000) /* year 10000, in us */
 #define COUNT_MAX INT64_MAX
+#define STORE_ERR_MAX 1536 /* bytes of a store's error message */
 
 enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SHELL };
 
@@ -85,9 +86,13 @@ struct decision {
 /* One algorithm: pure functions over plain data, no I/O, no clock. */
 struct algo {
 	const char *name;
-	const char *aliases[3];
+	const char *aliases[3]; /* other names, shown in help and messages */
+	const char *also[3]; /* short names also taken, not shown */
 	int takes_burst; /* --burst applies */
 	int takes_granularity; /* --granularity applies */
+	int reserves; /* --wait queues by reservation (else it polls) */
+	/* the sub-window for a period when --granularity is not given */
+	int64_t (*default_granularity)(int64_t);
 	/* 0 if the algorithm can work with l, else -1 and why. */
 	int (*limit_ok)(const struct limit *l, const char **errstr);
 	/* Decide whether cost units may be taken at now; fill *next. */
@@ -165,35 +170,47 @@ struct keyrec {
 
 struct option_def;
 
-/* Options gathered from the command line and environment. */
-struct opts {
+/* The limit options of a command line, as given, before settling. */
+struct limitspec {
+	int n; /* --limit, repeated or ;-joined */
+	int64_t count[LIMITS_MAX], period[LIMITS_MAX];
+	const char *text[LIMITS_MAX]; /* as typed, for messages */
+	const struct algo *algo; /* --algorithm, or NULL */
+	int has_burst;
+	int64_t burst;
+	int has_granularity;
+	int64_t granularity;
+	const char *granularity_text;
+};
+
+/*
+ * A parsed command line: the command, its operands and every option, as
+ * args_parse() leaves it (pure: no store, no environment).  Policy merge
+ * and limit settling complete it; commands read it and never change it.
+ */
+struct args {
+	const struct cmd_entry *cmd;
+
+	/* global options (has_*: given on the command line) */
 	const char *db;
-	char dbbuf[4096];
+	int has_format;
 	enum format format;
 	int quiet;
+	int has_lock_timeout;
 	int64_t lock_timeout;
+	int has_on_error;
 	enum on_error on_error;
-	int64_t now;
 
-	/* command options */
-	int has_burst, has_algorithm, has_granularity;
-	struct limit limit; /* --burst, --algorithm, --granularity as given */
-	int nlimits; /* --limit, repeated or ;-joined */
+	/* limits: as given, then settled by limit_settle() */
+	struct limitspec ls;
+	int nlimits;
 	struct limit limits[LIMITS_MAX];
-	const char *limit_texts[LIMITS_MAX]; /* as typed, for messages */
-	const char *granularity_text;
+	int64_t cost;
 	int has_lockout;
 	int64_t lockout;
 	int has_wait;
-	int names; /* inspect --names */
-	int quick; /* verify --quick */
 	int64_t wait_max; /* -1: no bound */
 	const char *policy; /* the policy that supplied options, if any */
-
-	/* the options as given, for policy set */
-	const struct option_def *const *given;
-	const char *const *given_values;
-	int ngiven;
 
 	/* leases */
 	int has_concurrency, has_ttl, has_owner, has_reserve;
@@ -209,10 +226,11 @@ struct opts {
 	uint64_t seed;
 	struct shed_params shed;
 
-	/* run */
+	/* run, inspect, verify */
 	int conflict_exit_code;
 	char **command; /* after "--", NULL-terminated */
-	int64_t cost;
+	int names; /* inspect --names */
+	int quick; /* verify --quick */
 
 	/* operands */
 	const char *operand;
@@ -220,13 +238,32 @@ struct opts {
 	const char *key;
 	size_t keylen;
 
-	const char **argv_ops; /* cmd_parse()'s, for cmd_free() */
-	int batch; /* a request of throttle batch */
-	int read_only; /* the command only reads the store */
-	struct store *store; /* the store every cmd_open() returns, if set */
-	struct store *owned; /* the one cmd_finish() opened, for cmd_main() */
-	char dbname[300]; /* --db as messages show it (no password) */
-	char err[1024]; /* the usage error, when a parse fails */
+	/* the options as given, for policy set and batch */
+	const struct option_def *const *given;
+	const char *const *given_values;
+	int ngiven;
+	const char **argv_ops; /* args_parse()'s, for args_free() */
+	char err[1024]; /* a usage error */
+};
+
+/*
+ * What a command runs in: the store it works on, opened once and lazily
+ * by ctx_store() (read only for a command that only reads), how it
+ * answers, and the time of its decision (ctx_now()).  The driver (cmd.c)
+ * or a batch builds it; commands never open or close a store.
+ */
+struct ctx {
+	const char *db; /* --db, THROTTLE_DB, or the default file */
+	char dbbuf[4096];
+	char dbname[300]; /* as messages show it (no password) */
+	enum format format;
+	int quiet;
+	int64_t lock_timeout;
+	enum on_error on_error;
+	int read_only;
+	int batch; /* a request of throttle batch: the store is the batch's */
+	int64_t now; /* us: the time of the decision */
+	struct store *store;
 };
 
 /* Which command options a command takes (cmd_entry.options). */
@@ -250,6 +287,8 @@ struct opts {
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
 	    CMDOPT_CONCURRENCY | CMDOPT_TTL | CMDOPT_LOCKOUT)
 
+struct answer;
+
 /* One command: cmd-<name>.c exports cmd_<name>_entry. */
 struct cmd_entry {
 	const char *name;
@@ -263,28 +302,81 @@ struct cmd_entry {
 	int in_batch; /* may be a request of throttle batch */
 	int reads_only; /* never writes: opens the store to read only */
 	const char *reads_only_with; /* ... with one of these first operands */
-	int (*exec)(struct opts *);
+	/* Do the command's work; the answer says what to print. */
+	void (*exec)(struct ctx *, const struct args *, struct answer *);
 };
 
-struct work;
-
-/* One key's numbers, ready for output. */
-struct result {
-	const char *key;
-	size_t keylen;
-	const struct limit *limit;
-	int inspect; /* a state, not a decision */
-	int allowed;
-	int64_t cost;
-	int64_t remaining;
-	int64_t retry_after;
-	int64_t reset_after;
-	const struct work *works; /* each limit of a compound limit */
-	int nworks;
+/*
+ * A command's answer, as data: its exit status, the records it prints
+ * (each a list of named fields), and a message for standard error.
+ * output.c encodes it in text, json or shell; batch adds one field.
+ */
+enum field_kind {
+	FIELD_STR, /* s, n bytes */
+	FIELD_INT, /* v */
+	FIELD_BOOL, /* v */
+	FIELD_MICRO, /* v millionths, as a decimal: 0.75 */
+	FIELD_SECS, /* v us, as seconds; < 0: never (null) */
+	FIELD_DUR, /* v us, as seconds, but as a duration in text: 1h30m */
+	FIELD_LIMIT /* v count per u us: "5/15m" in text, count in json */
+};
+/* where a field shows (0: everywhere) */
+#define SHOW_TEXT 0x01
+#define SHOW_JSON 0x02
+#define SHOW_SHELL 0x04
+#define SHOW_MACHINE (SHOW_JSON | SHOW_SHELL)
+struct field {
+	const char *name;
+	enum field_kind kind;
+	const char *s;
+	size_t n;
+	int64_t v;
+	int64_t u;
+	int show;
+};
+/* how a record shows in text */
+enum text_style {
+	TEXT_NONE, /* nothing: the exit status and any message say it */
+	TEXT_FIELDS, /* "VALUE-OF-FIRST name=value ..." */
+	TEXT_VALUE, /* the value of field text_field alone (a lease id) */
+	TEXT_LINE, /* line, as the command wrote it */
+	TEXT_RAW /* line, as it is, in every format (inspect --names) */
+};
+#define RECORD_FIELDS 24
+struct record {
+	enum text_style text;
+	int text_field;
+	const char *line;
+	int nf;
+	struct field f[RECORD_FIELDS];
+	int nsub; /* a compound limit's own limits: json "limits":[...] */
+	struct record *sub;
+};
+enum msg_kind {
+	MSG_NONE,
+	MSG_INFO, /* on stderr unless -q (throttled, shed, all held) */
+	MSG_NOTICE, /* on stderr even with -q (no such lease, no state) */
+	MSG_USAGE, /* a usage error: exit 2 */
+	MSG_STATE /* a store error: exit 3, or what --on-error makes it */
+};
+struct answer {
+	int rc;
+	int nrec, cap;
+	struct record **rec;
+	enum msg_kind msg_kind;
+	char msg[STORE_ERR_MAX + 256];
+	/* memory the records' strings point into */
+	char **blocks;
+	int nblocks;
+	/* print each record as it is added (inspect of every key) */
+	const struct ctx *stream;
+	int streamed;
 };
 
 /* algo.c */
 const struct algo *algo_find(const char *);
+void algo_names(char *, size_t);
+void algo_described(char *, size_t);
 void algo_copy_fields(struct kstate *, const struct kstate *);
 extern const struct algo *const algo_table[];
 
@@ -296,7 +388,6 @@ extern const struct algo algo_fixed;
 
 /* algo-sliding.c */
 extern const struct algo algo_sliding;
-int64_t algo_sliding_default_granularity(int64_t);
 
 /* algo-hybrid.c */
 extern const struct algo algo_hybrid;
@@ -309,56 +400,86 @@ int clock_sleep(int64_t);
 
 struct store;
 
-/* cmd-acquire.c */
-int cmd_acquire_scan(const struct opts *, struct store *, int, const char *,
-    int64_t *, int64_t *, struct lease *);
-int cmd_acquire_take(struct opts *, const struct lease *, int64_t,
-    struct lease *, int64_t *, int64_t *, int *);
-int cmd_acquire_wait(struct opts *, const struct lease *, int64_t,
-    struct lease *, int64_t *, int64_t *, int *);
-int cmd_acquire_check(struct opts *, const char *);
-void cmd_acquire_refused(const struct opts *, int64_t);
+/* answer.c */
+void answer_init(struct answer *);
+void answer_free(struct answer *);
+struct record *answer_record(struct answer *, enum text_style);
+const char *answer_keep(struct answer *, const char *, size_t);
+void rec_str(struct answer *, struct record *, const char *, const char *,
+    size_t, int);
+void rec_int(struct record *, const char *, int64_t, int);
+void rec_bool(struct record *, const char *, int, int);
+void rec_secs(struct record *, const char *, int64_t, int);
+void rec_dur(struct record *, const char *, int64_t, int);
+struct record *rec_sub(struct record *);
+void rec_line(struct answer *, struct record *, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+void rec_micro(struct record *, const char *, int64_t, int);
+void rec_limit(struct record *, const char *, int64_t, int64_t, int);
+void answer_say(struct answer *, enum msg_kind, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+void answer_say_key(struct answer *, enum msg_kind, const char *, size_t,
+    const char *, ...) __attribute__((format(printf, 5, 6)));
+int answer_usage(struct answer *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+int answer_state(struct answer *, const char *);
+void answer_flush(struct answer *);
 
-/* cmd-consume.c */
-int cmd_consume_decide(struct opts *, int, int64_t, struct work *,
-    struct decision *, int *);
-int cmd_consume_wait(struct opts *, int, struct decision *);
-void cmd_consume_refund(struct opts *);
+/* args.c */
+/* what args_parse() found the command line asks for */
+enum { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_NO_COMMAND };
+void args_init(struct args *);
+int args_parse(int, char **, const struct cmd_entry *const *, struct args *);
+void args_free(struct args *);
+int args_apply(struct args *, const char *, const char *);
+int args_given(const struct args *, const char *);
+const char *args_option_name(const struct option_def *);
+int args_option_flag(const struct option_def *);
+void args_options(void (*)(const char *, char, const char *, int, const char *,
+		      void *),
+    void *);
 
 /* cmd.c */
-/* One limit of the command's key, loaded and ready to decide on. */
-struct work {
-	struct keyrec rec; /* as stored */
-	struct limit lim; /* the limit to decide under */
-	struct kstate cur; /* the state under lim */
-	struct kstate next; /* room for what the algorithm writes */
-	struct decision d;
-	int found;
-	int moved; /* limit_carry() moved the state: save it even if refused */
-};
+extern const struct cmd_entry *const cmd_table[];
+const struct cmd_entry *cmd_find(const char *);
 int cmd_main(int, char **);
-/* what cmd_parse() found the command line asks for */
-enum { PARSE_RUN, PARSE_HELP, PARSE_VERSION, PARSE_NO_COMMAND };
-void cmd_defaults(struct opts *);
-int cmd_parse(int, char **, struct opts *, const struct cmd_entry **);
-int cmd_finish(struct opts *, const struct cmd_entry *, int *);
-void cmd_free(struct opts *);
-int cmd_settle(struct opts *, const char *);
-int option_flag(const struct option_def *);
-const char *option_name(const struct option_def *);
-struct store *cmd_open(const struct opts *, int *);
-int cmd_load(const struct opts *, struct store *, int, struct keyrec *, char *,
-    size_t);
-int cmd_prepare(const struct opts *, struct store *, int, struct work *, char *,
-    size_t);
-void cmd_unprepare(struct work *);
-void cmd_carry(const struct opts *, struct work *);
-int cmd_now(struct opts *, struct store *, char *, size_t);
-int cmd_fail(const struct opts *, struct store *, const char *);
-int cmd_save(const struct opts *, struct store *, int, const struct limit *,
-    const struct kstate *, int64_t);
-void cmd_print(const struct opts *, const struct work *, int, int64_t,
-    const struct decision *);
+int cmd_prepare(struct ctx *, struct args *, struct answer *);
+
+/* concurrency.c */
+/* A key's slots as one scan of its leases found them. */
+struct slots_seen {
+	int64_t active; /* live leases */
+	int64_t soonest; /* the earliest expiry of a live lease; 0: none */
+	int has_found; /* the lease looked for is live */
+	struct lease found;
+};
+int concurrency_scan(struct ctx *, const char *, size_t, int, const char *,
+    struct slots_seen *);
+int concurrency_check(const struct args *, const char *, struct answer *);
+int concurrency_take(struct ctx *, const struct args *, const struct lease *,
+    int64_t, struct lease *, struct slots_seen *, struct answer *);
+int concurrency_wait(struct ctx *, const struct args *, const struct lease *,
+    int64_t, struct lease *, struct slots_seen *, struct answer *);
+void concurrency_refused(const struct args *, int64_t, struct answer *);
+int concurrency_free(struct ctx *, const char *, size_t, const char *,
+    struct answer *);
+
+/* ctx.c */
+int ctx_init(struct ctx *, const struct args *, struct answer *);
+void ctx_close(struct ctx *);
+struct store *ctx_store(struct ctx *, struct answer *);
+int ctx_now(struct ctx *, struct answer *);
+int ctx_map(const struct ctx *, int);
+int ctx_fail(struct ctx *, struct answer *);
+
+/* escape.c */
+void escape_text(FILE *, const char *, size_t);
+void escape_json(FILE *, const char *, size_t);
+void escape_shell(FILE *, const char *, size_t);
+
+/* help.c */
+void help_all(FILE *, const struct cmd_entry *const *);
+void help_cmd(FILE *, const struct cmd_entry *);
 
 /* host.c */
 struct host {
@@ -372,6 +493,43 @@ enum owner_state host_owner_state(const struct host *, const struct lease *);
 int host_new_id(char *, size_t);
 uint64_t host_random(void);
 int host_utilization(int64_t *, const char **);
+
+/* keystate.c */
+/* One limit of a key, loaded and ready to decide on. */
+struct work {
+	struct keyrec rec; /* as stored */
+	struct limit lim; /* the limit to decide under */
+	struct kstate cur; /* the state under lim, at the decision's time */
+	struct kstate next; /* room for what the algorithm writes */
+	struct decision d;
+	int found;
+	int moved; /* limit_carry() moved the state: save it even if refused */
+};
+/* Every limit of one key. */
+struct keywork {
+	const char *key;
+	size_t keylen;
+	int n; /* limits in w[] */
+	struct work w[LIMITS_MAX];
+	struct decision d; /* all of them together */
+	int bind; /* the binding limit: the longest wait, then the fewest */
+};
+void keystate_init(struct keywork *, const char *, size_t);
+void keystate_free(struct keywork *);
+int keystate_load(struct ctx *, struct keywork *, const struct limit *, int,
+    int, struct answer *);
+void keystate_carry(struct keywork *, int64_t);
+void keystate_decide(struct keywork *, int64_t, int64_t);
+void keystate_combine(struct keywork *);
+#define SAVE_CHARGED 0 /* what the decision took (or release gave back) */
+#define SAVE_MOVED 1 /* only states moved back to the clock, uncharged */
+int
+keystate_save(struct ctx *, struct keywork *, int, int64_t, struct answer *);
+void keystate_release(struct keywork *, int64_t, int64_t);
+struct record *
+keystate_record(struct answer *, const struct keywork *, int, int64_t);
+struct record *keystate_numbers(struct answer *, const char *, size_t,
+    const struct limit *, const struct decision *, int, int64_t);
 
 /* lease.c */
 int lease_check(const struct lease *, const char **);
@@ -387,41 +545,23 @@ int limit_same(const struct limit *, const struct limit *);
 int limit_carry(const struct limit *, const struct keyrec *, int, int64_t,
     struct kstate *);
 int limit_check_record(const struct keyrec *, const char **);
+int limit_settle(const struct limitspec *, const char *, struct limit *, int *,
+    char *, size_t);
 
 /* log.c */
 void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
-const char *log_last(void);
-void log_forget(void);
-void
-die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
-int state_error(const struct opts *, const char *);
-int cmd_usage(struct opts *, const char *, ...)
-    __attribute__((format(printf, 2, 3)));
-int usage_error(struct opts *, const char *, ...)
-    __attribute__((format(printf, 2, 3)));
 void log_key(const char *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
+void
+die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* output.c */
-enum field_kind { FIELD_STR, FIELD_INT, FIELD_BOOL, FIELD_MICRO, FIELD_SECS };
-/* One named value for output_fields(); FIELD_SECS < 0 means never. */
-struct field {
-	const char *name;
-	enum field_kind kind;
-	const char *s;
-	size_t n;
-	int64_t v;
-};
-void output_fields(const struct opts *, const struct field *, size_t);
 size_t output_seconds(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);
-void output_escape_text(FILE *, const char *, size_t);
-void output_to(FILE *);
-void output_batch_error(FILE *, const char *, size_t, const char *, int);
-void output_result(const struct opts *, const struct result *);
-void output_throttled(const struct opts *, const struct result *);
-void output_mapped_error(const struct opts *, int, const char *);
+void output_record(FILE *, enum format, const struct record *);
+void output_answer(const struct ctx *, struct answer *);
+void output_json(FILE *, const struct record *, int);
 
 /* parse.c */
 struct duration_unit {
@@ -441,6 +581,20 @@ int parse_fraction(const char *, int64_t *, const char **);
 int parse_reserve(const char *, int64_t *, int *, const char **);
 int parse_words(char *, char **, int, const char **);
 
+/* policy.c */
+int policy_find(struct ctx *, struct args *, struct answer *);
+int policy_merge(struct args *, char *);
+int policy_spec(const struct args *, char *, size_t, const char **);
+
+/* rate.c */
+int rate_usable(const struct args *, struct answer *);
+int rate_decide(struct ctx *, const struct args *, int, int64_t,
+    struct keywork *, struct answer *);
+int
+rate_wait(struct ctx *, const struct args *, struct keywork *, struct answer *);
+void rate_refund(struct ctx *, const struct args *);
+void rate_answer(const struct args *, const struct keywork *, struct answer *);
+
 /* shed.c */
 void shed_default_params(struct shed_params *);
 int shed_params_ok(const struct shed_params *, const char **);
@@ -459,7 +613,6 @@ int64_t slots_decode(const unsigned char *, size_t, struct slot *, size_t);
 void faultvfs_register(void);
 
 /* store.c */
-#define STORE_ERR_MAX 1536
 #define STORE_RETRY 1
 struct store;
 /* What a store implements; errors go to the buffer given to open. */
@@ -558,6 +711,11 @@ int store_redis_parse(const char *, struct redis_url *, const char **);
 extern const struct store_ops store_redis_ops;
 const char *store_redis_version(void);
 #endif
+
+/* txn.c */
+#define TXN_ROLLBACK 1 /* a body's "done, keep nothing" */
+int txn_run(struct ctx *, int, int (*)(struct ctx *, void *, struct answer *),
+    void *, struct answer *);
 
 /* xmalloc.c */
 void *xmalloc(size_t);

@@ -65,7 +65,7 @@ rand_limit(const struct algo *a)
 						      : l.count;
 		if (a->takes_granularity)
 			l.granularity = rnd() % 3 == 0
-			    ? algo_sliding_default_granularity(l.period)
+			    ? algo_sliding.default_granularity(l.period)
 			    : l.period / (1 + upto(20));
 	} while (limit_validate(&l, &err) == -1);
 	return l;

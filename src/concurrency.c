@@ -1,0 +1,257 @@
+/*
+ * concurrency.c: the concurrency limiter on a store (the key's leases are
+ * its slots), for acquire, run, renew, release and inspect; with
+ * priorities and a reserve for critical work (lease.c has the pure rules).
+ *
+ *	1. Every take first looks at the key's leases: a lease whose TTL has
+ *	   passed, or whose owner on this host is gone (a pid that no longer
+ *	   runs, or runs as another process, or a boot that has ended, and
+ *	   for a run job its whole process group), is deleted in the same
+ *	   transaction.  So a slot lost to a kill -9 or a reboot comes back at
+ *	   the next take, not when its TTL runs out.
+ *	2. Counting the live leases and adding one is one transaction: two
+ *	   callers never both take the last slot.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "throttle.h"
+
+struct scan {
+	const struct host *me;
+	int64_t now;
+	const char *find; /* a lease id to look for */
+	struct slots_seen *seen;
+	char (*dead)[LEASE_ID_LEN + 1];
+	size_t ndead, cap;
+};
+
+static int
+scan_one(const char *key, size_t keylen, const struct lease *l, void *arg)
+{
+	struct scan *sc = arg;
+	struct slots_seen *s = sc->seen;
+
+	(void)key;
+	(void)keylen;
+	if (!lease_live(l, sc->now, host_owner_state(sc->me, l))) {
+		if (sc->ndead == sc->cap) {
+			sc->cap = sc->cap ? sc->cap * 2 : 8;
+			sc->dead =
+			    xrealloc(sc->dead, sc->cap * sizeof(*sc->dead));
+		}
+		memcpy(sc->dead[sc->ndead++], l->id, LEASE_ID_LEN + 1);
+		return 0;
+	}
+	s->active++;
+	if (l->expires != 0 && (s->soonest == 0 || l->expires < s->soonest))
+		s->soonest = l->expires;
+	if (sc->find != NULL && strcmp(l->id, sc->find) == 0) {
+		s->found = *l;
+		s->has_found = 1;
+	}
+	return 0;
+}
+
+/*
+ * In a transaction: count the live leases of key into *seen, delete the
+ * dead ones (when write), and look for lease id find.  0, or -1 with the
+ * answer set... by the caller: -1 means store_error() says why.
+ */
+int
+concurrency_scan(struct ctx *c, const char *key, size_t keylen, int write,
+    const char *find, struct slots_seen *seen)
+{
+	struct host me;
+	struct scan sc;
+	size_t i;
+	int rc = 0;
+
+	host_self(&me);
+	memset(&sc, 0, sizeof(sc));
+	memset(seen, 0, sizeof(*seen));
+	sc.me = &me;
+	sc.now = c->now;
+	sc.find = find;
+	sc.seen = seen;
+	if (store_lease_list(c->store, key, keylen, scan_one, &sc) == -1)
+		rc = -1;
+	for (i = 0; rc == 0 && write && i < sc.ndead; i++)
+		if (store_lease_del(c->store, key, keylen, sc.dead[i]) == -1)
+			rc = -1;
+	free(sc.dead);
+	return rc;
+}
+
+/* Check the lease options that go together: 0, or -1 with a usage error. */
+int
+concurrency_check(const struct args *a, const char *cmd, struct answer *ans)
+{
+	if (!a->has_concurrency)
+		return answer_usage(ans,
+		    "%s: --concurrency is missing; give the number of "
+		    "slots, as in --concurrency 2",
+		    cmd);
+	if (a->has_reserve && !a->reserve_percent &&
+	    a->reserve > a->concurrency)
+		return answer_usage(ans,
+		    "--reserve: %lld is more than the %lld slots of "
+		    "--concurrency",
+		    (long long)a->reserve, (long long)a->concurrency);
+	return 0;
+}
+
+struct take {
+	const struct args *a;
+	const struct lease *who;
+	int64_t ttl;
+	struct lease *l;
+	struct slots_seen *seen;
+	int taken;
+	int gone; /* the owner ended before the lease was taken */
+};
+
+static int
+take_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct take *t = arg;
+	const struct args *a = t->a;
+	struct lease *l = t->l;
+	struct host me;
+	int64_t reserve = a->has_reserve
+	    ? lease_reserve(a->concurrency, a->reserve, a->reserve_percent)
+	    : 0;
+
+	t->taken = t->gone = 0;
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	if (concurrency_scan(c, a->key, a->keylen, 1, NULL, t->seen) == -1)
+		return ctx_fail(c, ans);
+	if (!lease_admit(t->seen->active, a->concurrency, reserve, a->priority))
+		return 0;
+	host_self(&me);
+	memset(l, 0, sizeof(*l));
+	host_new_id(l->id, sizeof(l->id));
+	l->priority = a->priority;
+	l->acquired = c->now;
+	l->ttl = t->ttl;
+	l->expires = t->ttl > 0 ? c->now + t->ttl : 0;
+	l->pid = t->who->pid;
+	l->pgid = t->who->pgid;
+	l->pgid_start = t->who->pgid_start;
+	if (l->pid > 0 && host_pid_start(l->pid, &l->pid_start) == -1) {
+		t->gone = 1; /* it ended since the command looked */
+		return TXN_ROLLBACK;
+	}
+	snprintf(l->host, sizeof(l->host), "%s", me.name);
+	snprintf(l->boot_id, sizeof(l->boot_id), "%s", me.boot_id);
+	if (store_lease_put(c->store, a->key, a->keylen, l) == -1)
+		return ctx_fail(c, ans);
+	t->seen->active++;
+	t->taken = 1;
+	return 0;
+}
+
+/*
+ * Try to take a slot of a's key, owned by who->pid (0: none; and, while it
+ * lives, who->pgid's process group) with a time to live of ttl (0: none).
+ * 1 taken (*l filled), 0 all held, or -1 with the answer set.
+ */
+int
+concurrency_take(struct ctx *c, const struct args *a, const struct lease *who,
+    int64_t ttl, struct lease *l, struct slots_seen *seen, struct answer *ans)
+{
+	struct take t = { a, who, ttl, l, seen, 0, 0 };
+
+	if (txn_run(c, 1, take_body, &t, ans) == -1)
+		return -1;
+	if (t.gone)
+		return answer_usage(ans,
+		    "--owner: no process %lld on this host",
+		    (long long)who->pid);
+	return t.taken;
+}
+
+/*
+ * concurrency_take(), and with --wait, again until a slot is free or
+ * --wait=MAX has passed: sleeping until the soonest lease expiry if one is
+ * known, else polling, each with a little jitter so waiters do not all
+ * wake at once.  As concurrency_take(); 128 + N (with nothing in the
+ * answer) if signal N cut the wait short.
+ */
+int
+concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
+    int64_t ttl, struct lease *l, struct slots_seen *seen, struct answer *ans)
+{
+	int64_t start = c->now, mono0 = clock_monotonic(), waited, nap;
+	int taken, sig;
+
+	for (;;) {
+		taken = concurrency_take(c, a, who, ttl, l, seen, ans);
+		if (taken != 0 || !a->has_wait)
+			return taken;
+		waited = clock_monotonic() - mono0;
+		if (a->wait_max >= 0 && waited >= a->wait_max)
+			return 0;
+		nap = seen->soonest > c->now ? seen->soonest - c->now : 250000;
+		if (nap > US_PER_SEC)
+			nap = US_PER_SEC; /* a release may come any time */
+		nap += (int64_t)(host_random() % (uint64_t)(nap / 10 + 10000));
+		if (a->wait_max >= 0 && nap > a->wait_max - waited)
+			nap = a->wait_max - waited;
+		if ((sig = clock_sleep(nap)) != 0)
+			return 128 + sig;
+		c->now = start + (clock_monotonic() - mono0);
+	}
+}
+
+/* The refusal line: all slots held (active of them live). */
+void
+concurrency_refused(const struct args *a, int64_t active, struct answer *ans)
+{
+	if (a->priority != PRIO_CRITICAL && active < a->concurrency)
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    ": %lld of %lld slots are held and the rest are "
+		    "reserved for critical work, retry later",
+		    (long long)active, (long long)a->concurrency);
+	else if (a->concurrency == 1)
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    ": its one slot is held, retry later");
+	else
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    ": all %lld slots are held, retry later",
+		    (long long)a->concurrency);
+}
+
+struct free_one {
+	const char *key;
+	size_t keylen;
+	const char *id;
+	int found;
+};
+
+static int
+free_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct free_one *f = arg;
+
+	if ((f->found = store_lease_del(c->store, f->key, f->keylen, f->id)) ==
+	    -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+/*
+ * Free lease id of key, touching no other lease: 1 if it was held, 0 if
+ * there was no such lease, -1 with the answer set.
+ */
+int
+concurrency_free(struct ctx *c, const char *key, size_t keylen, const char *id,
+    struct answer *ans)
+{
+	struct free_one f = { key, keylen, id, 0 };
+
+	if (txn_run(c, 1, free_body, &f, ans) == -1)
+		return -1;
+	return f.found;
+}

@@ -1,0 +1,125 @@
+/*
+ * ctx.c: the context a command runs in, built once from the command line
+ * and the environment: which store (--db, THROTTLE_DB, or the default
+ * file), how to answer (--format, THROTTLE_FORMAT, -q), what a store error
+ * becomes (--on-error), and the time.  The store is opened on first use,
+ * read only when the command only reads, and closed by ctx_close(): a
+ * command never opens or closes one.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "throttle.h"
+
+/*
+ * Build the context of a command line.  0, or -1 with a usage error in
+ * the answer (a bad THROTTLE_FORMAT, THROTTLE_NOW, or --db).
+ */
+int
+ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	const struct cmd_entry *cmd = a->cmd;
+	const char *env, *err;
+
+	memset(c, 0, sizeof(*c));
+	c->format = a->format;
+	if (!a->has_format && (env = getenv("THROTTLE_FORMAT")) != NULL &&
+	    *env != '\0' && parse_format(env, &c->format) == -1)
+		return answer_usage(ans,
+		    "THROTTLE_FORMAT: '%s' is not a format; use text, json or "
+		    "shell",
+		    env);
+	c->quiet = a->quiet;
+	c->lock_timeout = a->lock_timeout;
+	c->on_error = a->on_error;
+	c->db = a->db;
+	if (c->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
+	    *env != '\0')
+		c->db = env;
+	if (c->db == NULL) {
+		if (store_default_path(c->dbbuf, sizeof(c->dbbuf), &err) == -1)
+			return answer_usage(ans, "--db: %s", err);
+		c->db = c->dbbuf;
+	}
+	if (store_check_spec(c->db, &err) == -1)
+		return answer_usage(ans, "--db: '%s' %s", c->db, err);
+	store_display(c->db, c->dbname, sizeof(c->dbname));
+	if (clock_now(&c->now, &err) == -1)
+		return answer_usage(ans, "THROTTLE_NOW: '%s' %s",
+		    getenv("THROTTLE_NOW"), err);
+	c->read_only = cmd->reads_only ||
+	    (cmd->reads_only_with != NULL && a->operand != NULL &&
+		strstr(cmd->reads_only_with, a->operand) != NULL);
+	return 0;
+}
+
+/* Close the context's store, unless it belongs to a batch. */
+void
+ctx_close(struct ctx *c)
+{
+	if (!c->batch)
+		store_close(c->store);
+	c->store = NULL;
+}
+
+/* The context's store, opened on first use; NULL with the answer set. */
+struct store *
+ctx_store(struct ctx *c, struct answer *a)
+{
+	char err[STORE_ERR_MAX];
+
+	if (c->store != NULL)
+		return c->store;
+	c->store = store_open(c->db, c->lock_timeout,
+	    c->read_only ? STORE_READ : 0, err, sizeof(err));
+	if (c->store == NULL)
+		answer_state(a, err);
+	return c->store;
+}
+
+/*
+ * Read the time of a decision into c->now, once its transaction has begun
+ * (and, on a store that checks at commit, once it has read what it
+ * decides on): decisions on one store then happen in the order of their
+ * times, so a state is never saved later than a decision that reads it,
+ * unless the clock itself stepped back.  The store's clock if it has one
+ * (a Redis server's, so hosts with skewed clocks agree), else this
+ * host's; THROTTLE_NOW pins it.  0, or -1 with the answer set.
+ */
+int
+ctx_now(struct ctx *c, struct answer *a)
+{
+	const char *why;
+	char err[64];
+
+	if (clock_pinned())
+		return 0; /* c->now is the pinned time (plus any --wait) */
+	if (store_has_clock(c->store)) {
+		if (store_now(c->store, &c->now) == -1)
+			return ctx_fail(c, a);
+		return 0;
+	}
+	if (clock_now(&c->now, &why) == -1) {
+		snprintf(err, sizeof(err), "the clock %s", why);
+		return answer_state(a, err);
+	}
+	return 0;
+}
+
+/* The store's last error, as the answer's: -1. */
+int
+ctx_fail(struct ctx *c, struct answer *a)
+{
+	return answer_state(a, store_error(c->store));
+}
+
+/* The exit status --on-error makes of rc (3: 0 or 1 if mapped). */
+int
+ctx_map(const struct ctx *c, int rc)
+{
+	if (rc != EXIT_STATE)
+		return rc;
+	return c->on_error == ON_ERROR_ALLOW ? EXIT_ALLOWED
+	    : c->on_error == ON_ERROR_DENY   ? EXIT_REFUSED
+					     : EXIT_STATE;
+}

@@ -1,0 +1,131 @@
+/*
+ * escape.c: bytes written so that the reader of each form gets them back
+ * and nothing else: a terminal (text), a JSON parser, and a POSIX shell's
+ * eval.  Keys are any bytes, so every path that shows one goes through
+ * here.
+ *
+ * Invariants:
+ *	1. Text has control characters and backslashes escaped (\n, \t, \x1b,
+ *	   \\); valid UTF-8 passes through.  A key cannot forge a line or
+ *	   drive a terminal.
+ *	2. JSON is always valid UTF-8: bytes that are not become U+FFFD.
+ *	3. Shell is one single-quoted word, safe to eval.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), or 0. */
+static size_t
+utf8_len(const unsigned char *s, size_t n)
+{
+	size_t len, i;
+	uint32_t cp;
+
+	if (s[0] < 0x80)
+		return 1;
+	else if ((s[0] & 0xe0) == 0xc0) {
+		len = 2;
+		cp = s[0] & 0x1f;
+	} else if ((s[0] & 0xf0) == 0xe0) {
+		len = 3;
+		cp = s[0] & 0x0f;
+	} else if ((s[0] & 0xf8) == 0xf0) {
+		len = 4;
+		cp = s[0] & 0x07;
+	} else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
+	    (len == 4 && cp < 0x10000) || cp > 0x10ffff ||
+	    (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* n bytes of s as text for a terminal. */
+void
+escape_text(FILE *fp, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i, l;
+
+	for (i = 0; i < n; i += l) {
+		l = utf8_len(p + i, n - i);
+		if (l > 1) {
+			fwrite(p + i, 1, l, fp);
+			continue;
+		}
+		l = 1;
+		if (p[i] == '\\')
+			fputs("\\\\", fp);
+		else if (p[i] == '\n')
+			fputs("\\n", fp);
+		else if (p[i] == '\t')
+			fputs("\\t", fp);
+		else if (p[i] < 0x20 || p[i] >= 0x7f)
+			fprintf(fp, "\\x%02x", p[i]);
+		else
+			fputc(p[i], fp);
+	}
+}
+
+/* n bytes of s as a JSON string, quotes included. */
+void
+escape_json(FILE *fp, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i, l;
+
+	fputc('"', fp);
+	for (i = 0; i < n; i += l) {
+		/* a run that needs no escaping, in one write */
+		for (l = 0; i + l < n && p[i + l] >= 0x20 && p[i + l] < 0x7f &&
+		     p[i + l] != '"' && p[i + l] != '\\';
+		     l++)
+			;
+		if (l > 0) {
+			fwrite(p + i, 1, l, fp);
+			continue;
+		}
+		l = utf8_len(p + i, n - i);
+		if (l == 0) {
+			fputs("\\ufffd", fp);
+			l = 1;
+		} else if (l > 1)
+			fwrite(p + i, 1, l, fp);
+		else if (p[i] == '"' || p[i] == '\\')
+			fprintf(fp, "\\%c", p[i]);
+		else if (p[i] == '\n')
+			fputs("\\n", fp);
+		else if (p[i] == '\t')
+			fputs("\\t", fp);
+		else if (p[i] < 0x20 || p[i] == 0x7f)
+			fprintf(fp, "\\u%04x", p[i]);
+		else
+			fputc(p[i], fp);
+	}
+	fputc('"', fp);
+}
+
+/* n bytes of s as one single-quoted shell word. */
+void
+escape_shell(FILE *fp, const char *s, size_t n)
+{
+	size_t i;
+
+	fputc('\'', fp);
+	for (i = 0; i < n; i++) {
+		if (s[i] == '\'')
+			fputs("'\\''", fp);
+		else
+			fputc(s[i], fp);
+	}
+	fputc('\'', fp);
+}

@@ -1,0 +1,254 @@
+/*
+ * keystate.c: the limits of one key, inside a transaction: loaded from the
+ * store, carried to the decision's time (limit_carry()), decided on
+ * together, and saved.  A compound limit is several limits on one key;
+ * this is the one place that combines them:
+ *
+ *	1. A request is allowed only if every limit allows it; then every
+ *	   limit is charged, and if any refuses, none is.
+ *	2. remaining is the fewest any limit has left, retry_after the
+ *	   longest any refusing limit asks, reset_after the longest of all.
+ *	3. The binding limit, which the answer names, is the one with the
+ *	   longest wait, then the fewest units left.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "throttle.h"
+
+/* Start work on key (its bytes must outlive k). */
+void
+keystate_init(struct keywork *k, const char *key, size_t keylen)
+{
+	memset(k, 0, sizeof(*k));
+	k->key = key;
+	k->keylen = keylen;
+}
+
+static void
+unprepare(struct work *w)
+{
+	free(w->rec.state.slots);
+	free(w->cur.slots);
+	free(w->next.slots);
+	w->rec.state.slots = w->cur.slots = w->next.slots = NULL;
+	w->rec.state.nslots = w->cur.nslots = w->next.nslots = 0;
+}
+
+/* Free what keystate_load() allocated; safe to call again. */
+void
+keystate_free(struct keywork *k)
+{
+	int i;
+
+	for (i = 0; i < LIMITS_MAX; i++)
+		unprepare(&k->w[i]);
+	k->n = 0;
+}
+
+/*
+ * Load the key's limits: the n in lims (each decided under its lims[i],
+ * found or not), and with all, every further limit the key has stored,
+ * under its own stored limit.  Buffers get room for what an algorithm
+ * writes.  0, or -1 with the store's error in the answer.
+ */
+int
+keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,
+    int all, struct answer *a)
+{
+	struct work *w;
+	int i;
+
+	keystate_free(k);
+	for (i = 0; i < LIMITS_MAX; i++) {
+		if (i >= n && !all)
+			break;
+		w = &k->w[i];
+		if ((w->found = store_load(c->store, k->key, k->keylen, i,
+			 &w->rec)) == -1)
+			return ctx_fail(c, a);
+		if (i >= n && !w->found)
+			break;
+		w->lim = i < n ? lims[i] : w->rec.limit;
+		w->cur.slots =
+		    xcalloc(w->rec.state.nslots + 1, sizeof(struct slot));
+		w->next.slots =
+		    xcalloc(w->rec.state.nslots + 2, sizeof(struct slot));
+		k->n = i + 1;
+	}
+	return 0;
+}
+
+/* Every limit's state as it stands at now (moved back if saved later). */
+void
+keystate_carry(struct keywork *k, int64_t now)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++) {
+		k->w[i].cur.nslots = 0;
+		k->w[i].moved = limit_carry(&k->w[i].lim, &k->w[i].rec,
+		    k->w[i].found, now, &k->w[i].cur);
+	}
+}
+
+/* Decide every limit for cost units at time at; then combine. */
+void
+keystate_decide(struct keywork *k, int64_t at, int64_t cost)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++) {
+		k->w[i].next.nslots = 0;
+		k->w[i].lim.algo->decide(&k->w[i].lim, &k->w[i].cur, at, cost,
+		    &k->w[i].d, &k->w[i].next);
+	}
+	keystate_combine(k);
+}
+
+/* The limits' decisions as one (invariant 2), and the binding limit. */
+void
+keystate_combine(struct keywork *k)
+{
+	struct decision *d = &k->d;
+	const struct work *w = k->w;
+	int i;
+
+	memset(d, 0, sizeof(*d));
+	d->allowed = 1;
+	d->remaining = INT64_MAX;
+	k->bind = 0;
+	for (i = 0; i < k->n; i++) {
+		if (!w[i].d.allowed) {
+			d->allowed = 0;
+			if (w[i].d.retry_after > d->retry_after)
+				d->retry_after = w[i].d.retry_after;
+		}
+		if (w[i].d.remaining < d->remaining)
+			d->remaining = w[i].d.remaining;
+		if (w[i].d.reset_after > d->reset_after)
+			d->reset_after = w[i].d.reset_after;
+		if (i > 0 &&
+		    (w[i].d.retry_after > w[k->bind].d.retry_after ||
+			(w[i].d.retry_after == w[k->bind].d.retry_after &&
+			    w[i].d.remaining < w[k->bind].d.remaining)))
+			k->bind = i;
+	}
+	if (k->n == 0)
+		d->remaining = 0;
+}
+
+/*
+ * Save the key's limits: with SAVE_CHARGED each limit's next state (the
+ * decision's, or a release's), back at rest reset_after from at; with
+ * SAVE_MOVED only the states limit_carry() moved, uncharged (a refusal
+ * keeps those, or they would move again).  A key that had more limits
+ * than it has now loses the rest.  0, or -1 with the store's error.
+ */
+int
+keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
+    struct answer *a)
+{
+	struct keyrec rec;
+	int i;
+
+	for (i = 0; i < k->n; i++) {
+		if (how == SAVE_MOVED && !k->w[i].moved)
+			continue;
+		memset(&rec, 0, sizeof(rec));
+		memcpy(rec.key, k->key, k->keylen);
+		rec.key[k->keylen] = '\0';
+		rec.keylen = k->keylen;
+		rec.idx = i;
+		rec.limit = k->w[i].lim;
+		rec.state = how == SAVE_MOVED ? k->w[i].cur : k->w[i].next;
+		rec.rest_at = at + k->w[i].d.reset_after;
+		rec.written_at = c->now;
+		if (store_save(c->store, &rec) == -1)
+			return ctx_fail(c, a);
+	}
+	if (how == SAVE_CHARGED && k->n > 0 && k->w[k->n - 1].rec.more &&
+	    store_trim(c->store, k->key, k->keylen, k->n) == -1)
+		return ctx_fail(c, a);
+	return 0;
+}
+
+/*
+ * Give cost units back to every limit at now, never beyond capacity: each
+ * limit's next state is the key after the release, and its decision (for
+ * cost 0) what the key then reads.
+ */
+void
+keystate_release(struct keywork *k, int64_t now, int64_t cost)
+{
+	struct work *w;
+	int i;
+
+	for (i = 0; i < k->n; i++) {
+		w = &k->w[i];
+		w->next.nslots = 0;
+		w->lim.algo->release(&w->lim, &w->cur, now, cost, &w->next);
+		/* the key as it now stands (cur is free to be scratch) */
+		w->cur.nslots = 0;
+		w->lim.algo->decide(&w->lim, &w->next, now, 0, &w->d, &w->cur);
+	}
+	keystate_combine(k);
+	k->d.allowed = 1;
+	k->d.retry_after = 0;
+}
+
+/*
+ * A record of one key's numbers under limit l: a decision (decision
+ * nonzero: whether it was allowed, and the cost it was for) or the key as
+ * it stands (inspect, shown in text as "KEY name=value ...").
+ */
+struct record *
+keystate_numbers(struct answer *a, const char *key, size_t keylen,
+    const struct limit *l, const struct decision *d, int decision, int64_t cost)
+{
+	struct record *r = answer_record(a, decision ? TEXT_NONE : TEXT_FIELDS);
+
+	rec_str(a, r, "key", key, keylen, 0);
+	if (decision)
+		rec_bool(r, "allowed", d->allowed, SHOW_MACHINE);
+	rec_str(a, r, "algorithm", l->algo->name, strlen(l->algo->name), 0);
+	rec_limit(r, "limit", l->count, l->period, 0);
+	rec_secs(r, "period", l->period, SHOW_MACHINE);
+	rec_int(r, "burst", l->burst, 0);
+	if (l->algo->takes_granularity)
+		rec_dur(r, "granularity", l->granularity, 0);
+	if (decision)
+		rec_int(r, "cost", cost, SHOW_MACHINE);
+	rec_int(r, "remaining", d->remaining, 0);
+	rec_secs(r, "retry_after", d->retry_after, 0);
+	rec_secs(r, "reset_after", d->reset_after, 0);
+	return r;
+}
+
+/*
+ * The key's decision as a record of the answer.  The limit named is the
+ * binding one (invariant 3); a compound limit adds each of its limits as
+ * a sub-record (json "limits").
+ */
+struct record *
+keystate_record(struct answer *a, const struct keywork *k, int decision,
+    int64_t cost)
+{
+	struct record *r, *s;
+	int i;
+
+	r = keystate_numbers(a, k->key, k->keylen, &k->w[k->bind].lim, &k->d,
+	    decision, cost);
+	if (k->n > 1)
+		for (i = 0; i < k->n; i++) {
+			s = rec_sub(r);
+			rec_int(s, "limit", k->w[i].lim.count, 0);
+			rec_secs(s, "period", k->w[i].lim.period, 0);
+			rec_int(s, "burst", k->w[i].lim.burst, 0);
+			rec_bool(s, "allowed", k->w[i].d.allowed, 0);
+			rec_int(s, "remaining", k->w[i].d.remaining, 0);
+			rec_secs(s, "retry_after", k->w[i].d.retry_after, 0);
+			rec_secs(s, "reset_after", k->w[i].d.reset_after, 0);
+		}
+	return r;
+}

@@ -1,0 +1,163 @@
+/*
+ * policy.c: named policies.  A policy is the limit and lease options an
+ * administrator sets once (throttle policy set NAME ...), kept in the
+ * store as its options normalized to "--name value ...".  A key given
+ * without limit options uses the policy named like it, or like its
+ * longest prefix before a ':' ("login" governs "login:alice"); options on
+ * the command line override the policy's one by one.
+ *
+ * policy_merge() and policy_spec() are pure (unit-tested); policy_find()
+ * reads the store.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+/* The options a policy may hold, by their own name. */
+static int
+policy_option(const char *name)
+{
+	static const char *const held[] = { "limit", "burst", "algorithm",
+		"granularity", "lockout", "concurrency", "reserve", "ttl",
+		NULL };
+	int i;
+
+	for (i = 0; held[i] != NULL; i++)
+		if (strcmp(held[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Merge a policy's options (spec, "--name value ...", changed in place)
+ * into a: each option the command line did not give.  0, or -1 if the
+ * policy holds something throttle would not store.
+ */
+int
+policy_merge(struct args *a, char *spec)
+{
+	char *name, *value, *save = NULL;
+
+	for (name = strtok_r(spec, " ", &save); name != NULL;
+	     name = strtok_r(NULL, " ", &save)) {
+		if (strncmp(name, "--", 2) != 0 || !policy_option(name + 2) ||
+		    (value = strtok_r(NULL, " ", &save)) == NULL)
+			return -1;
+		if (args_given(a, name + 2))
+			continue; /* the command line's wins */
+		if (args_apply(a, name + 2, value) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The options of a's command line that a policy holds, normalized into
+ * buf as "--name value ...".  0, or -1 and why (an option a policy
+ * cannot hold, a value with a space, nothing to hold, too long).
+ */
+int
+policy_spec(const struct args *a, char *buf, size_t len, const char **why)
+{
+	const char *name, *v;
+	size_t n = 0;
+	int i, w;
+
+	buf[0] = '\0';
+	for (i = 0; i < a->ngiven; i++) {
+		name = args_option_name(a->given[i]);
+		v = a->given_values[i];
+		if (!(args_option_flag(a->given[i]) & CMDOPT_POLICY))
+			continue;
+		if (strcmp(name, "owner") == 0) {
+			*why = "--owner names one process; it cannot be part "
+			       "of a policy";
+			return -1;
+		}
+		if (v == NULL || strpbrk(v, " \t\n") != NULL) {
+			*why = "a value has a space; policy values cannot";
+			return -1;
+		}
+		w = snprintf(buf + n, len - n, "%s--%s %s", n ? " " : "", name,
+		    v);
+		if (w < 0 || (size_t)w >= len - n) {
+			*why = "the options are too long";
+			return -1;
+		}
+		n += (size_t)w;
+	}
+	if (n == 0) {
+		*why = "give the options the policy holds, as in --limit 5/15m";
+		return -1;
+	}
+	return 0;
+}
+
+struct lookup {
+	const struct args *a;
+	char *spec;
+	char *name;
+	int found;
+};
+
+/* In a read transaction: the policy named like the key or a prefix. */
+static int
+lookup(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct lookup *l = arg;
+	size_t n = l->a->keylen;
+
+	for (;;) {
+		memcpy(l->name, l->a->key, n);
+		l->name[n] = '\0';
+		if ((l->found = store_policy_get(c->store, l->name, l->spec,
+			 POLICY_MAX)) == -1)
+			return ctx_fail(c, ans);
+		if (l->found)
+			return 0;
+		while (n > 0 && l->a->key[n - 1] != ':')
+			n--;
+		if (n == 0)
+			return 0;
+		n--; /* drop the ':' */
+	}
+}
+
+/*
+ * Look up the policy of a's key and merge it into a.  The store is read
+ * read only (a lookup never creates a file): a command that writes opens
+ * its own store afterwards.  0 (a->policy names the policy, if one was
+ * found), or -1 with the answer set.
+ */
+int
+policy_find(struct ctx *c, struct args *a, struct answer *ans)
+{
+	static char spec[POLICY_MAX], name[KEY_MAX + 1];
+	struct lookup l = { a, spec, name, 0 };
+	struct ctx rc = *c;
+	int r;
+
+	if (c->store == NULL) {
+		rc.read_only = 1;
+		rc.store = NULL;
+	}
+	r = txn_run(&rc, 0, lookup, &l, ans);
+	if (c->store == NULL)
+		ctx_close(&rc);
+	if (r == -1)
+		return -1;
+	if (!l.found)
+		return 0;
+	a->policy = name;
+	if (policy_merge(a, spec) == -1) {
+		char msg[STORE_ERR_MAX];
+
+		snprintf(msg, sizeof(msg),
+		    "%.1000s: the policy '%.64s' holds options this throttle "
+		    "cannot use (set the policy afresh with throttle policy "
+		    "set)",
+		    c->dbname, name);
+		return answer_state(ans, msg);
+	}
+	return 0;
+}

@@ -1,0 +1,275 @@
+/*
+ * rate.c: rate limits on a store: the decision behind consume, check,
+ * run --limit and batch, with compound limits (keystate.c), lockouts and
+ * --wait.
+ *
+ *	1. A decision is one transaction: load every limit of the key and its
+ *	   lockout, read the time, decide each limit, and only if all allow,
+ *	   save them all; a refusal saves only states moved back to the
+ *	   clock.  check is the same decision in a read transaction.
+ *	2. Nothing is printed until the decision is committed: a script is
+ *	   never told "allowed" for a decision that was not kept.
+ *	3. --lockout: once a request is refused, the key stays refused for
+ *	   that long from that moment (the refusal writes the lockout).
+ *	4. --wait on an algorithm that reserves (the algorithm table says
+ *	   which: GCRA) waits by reservation: in the same transaction as the
+ *	   refusal, the request is decided again at the instant it would be
+ *	   allowed and that state is saved, so callers queue in arrival order
+ *	   at the limit's rate; the caller then sleeps on the monotonic clock,
+ *	   and gives the units back if it is interrupted first.  Other
+ *	   algorithms, and lockouts, are polled: sleep until retry_after, then
+ *	   decide again.
+ */
+#include <string.h>
+
+#include "throttle.h"
+
+/* 0 if the request can be decided, else -1 with a usage error. */
+int
+rate_usable(const struct args *a, struct answer *ans)
+{
+	int i;
+
+	if (a->nlimits == 0)
+		return answer_usage(ans,
+		    "%s: no limit for this key; give one, as in --limit "
+		    "5/15m, or set a policy for it (throttle policy set "
+		    "NAME --limit ...)",
+		    a->cmd->name);
+	for (i = 0; i < a->nlimits; i++)
+		if (a->cost > a->limits[i].burst)
+			return answer_usage(ans,
+			    "--cost: %lld is more than the %s of %lld, "
+			    "so it could never be allowed; lower --cost "
+			    "or raise %s",
+			    (long long)a->cost,
+			    a->limits[i].algo->takes_burst ? "burst" : "limit",
+			    (long long)a->limits[i].burst,
+			    a->limits[i].algo->takes_burst ? "--burst"
+							   : "the limit");
+	return 0;
+}
+
+/*
+ * The key's lockout as it stands at now: one saved at a later time (the
+ * clock was ahead, or stepped back) is moved back by the difference, so it
+ * never lasts longer than it did when it began.  1 if moved (save it).
+ */
+static int
+lockout_carry(struct lockout *k, int64_t now)
+{
+	int64_t back;
+
+	if (k->until == 0 || k->since <= now)
+		return 0;
+	back = k->since - now;
+	if (k->until != LOCKOUT_NEVER)
+		k->until = k->until - back > now ? k->until - back : now;
+	k->since = now;
+	return 1;
+}
+
+/* Nonzero if every limit's algorithm waits by reservation. */
+static int
+all_reserve(const struct args *a)
+{
+	int i;
+
+	for (i = 0; i < a->nlimits; i++)
+		if (!a->limits[i].algo->reserves)
+			return 0;
+	return 1;
+}
+
+struct decide {
+	const struct args *a;
+	struct keywork *k;
+	int dry;
+	int64_t reserve; /* a bound on a reservation's wait; -1 none, -2 no */
+};
+
+/* The decision's transaction (invariant 1). */
+static int
+decide_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct decide *x = arg;
+	const struct args *a = x->a;
+	struct keywork *k = x->k;
+	struct decision *d = &k->d;
+	struct lockout lk;
+	int64_t wait, t;
+	int locked, lk_moved;
+
+	memset(&lk, 0, sizeof(lk));
+	if (a->has_lockout &&
+	    store_lockout_get(c->store, a->key, a->keylen, &lk) == -1)
+		return ctx_fail(c, ans);
+	if (keystate_load(c, k, a->limits, a->nlimits, 0, ans) == -1 ||
+	    ctx_now(c, ans) == -1)
+		return -1;
+	t = c->now;
+	keystate_carry(k, t);
+	lk_moved = lockout_carry(&lk, t);
+	locked = lk.until > t;
+	/* locked out: show the key as it is, nothing charged */
+	keystate_decide(k, t, locked ? 0 : a->cost);
+	if (locked) {
+		d->allowed = 0;
+		d->retry_after =
+		    lk.until == LOCKOUT_NEVER ? DURATION_MAX : lk.until - t;
+	} else if (!d->allowed && x->reserve >= -1 && all_reserve(a) &&
+	    (x->reserve == -1 || d->retry_after <= x->reserve)) {
+		/* the first instant every limit allows it */
+		wait = d->retry_after;
+		keystate_decide(k, t + wait, a->cost);
+		d->retry_after = wait;
+		t += wait;
+	}
+	if (d->reset_after < d->retry_after)
+		d->reset_after = d->retry_after;
+	if (x->dry)
+		return TXN_ROLLBACK;
+	if (d->allowed) {
+		if (keystate_save(c, k, SAVE_CHARGED, t, ans) == -1)
+			return -1;
+	} else {
+		/* refused: nothing is charged, but a state moved back to
+		 * the clock is kept, or it would move again */
+		if (keystate_save(c, k, SAVE_MOVED, t, ans) == -1)
+			return -1;
+		if (a->has_lockout && !locked && a->lockout > 0) {
+			lk.since = t;
+			lk.until = t + a->lockout;
+			lk_moved = 1;
+			d->retry_after = d->reset_after = a->lockout;
+		}
+	}
+	if (lk_moved &&
+	    store_lockout_put(c->store, a->key, a->keylen, &lk) == -1)
+		return ctx_fail(c, ans);
+	/* one write in TIDY_EVERY forgets TIDY_ROWS rows at rest: the file
+	 * stays bounded without anyone running gc, and a decision rarely
+	 * pays for it (a batch tidies per group) */
+	if (!c->batch && host_random() % TIDY_EVERY == 0 &&
+	    store_tidy(c->store, c->now, TIDY_ROWS) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+/*
+ * Decide on a's key under its limits and, unless dry, commit.  With
+ * reserve >= -1 (a bound on the wait, -1 none), a refused request on
+ * algorithms that reserve, which would be allowed within it, is reserved
+ * instead: k->d.allowed is 1 and k->d.retry_after says how long to sleep
+ * first.  0 with k filled, or -1 with the answer set.
+ */
+int
+rate_decide(struct ctx *c, const struct args *a, int dry, int64_t reserve,
+    struct keywork *k, struct answer *ans)
+{
+	struct decide x = { a, k, dry, reserve };
+
+	if (rate_usable(a, ans) == -1)
+		return -1;
+	return txn_run(c, !dry, decide_body, &x, ans);
+}
+
+struct refund {
+	const struct args *a;
+	struct keywork *k;
+};
+
+static int
+refund_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct refund *r = arg;
+
+	if (ctx_now(c, ans) == -1 ||
+	    keystate_load(c, r->k, r->a->limits, r->a->nlimits, 0, ans) == -1)
+		return -1;
+	keystate_carry(r->k, c->now);
+	keystate_release(r->k, c->now, r->a->cost);
+	return keystate_save(c, r->k, SAVE_CHARGED, c->now, ans);
+}
+
+/*
+ * Give back --cost on each of the key's limits: what a reservation took
+ * when its wait was cut short, or what run charged for a command that
+ * could not be started.  A failure is only warned about.
+ */
+void
+rate_refund(struct ctx *c, const struct args *a)
+{
+	struct keywork k;
+	struct refund r = { a, &k };
+	struct answer ans;
+
+	keystate_init(&k, a->key, a->keylen);
+	answer_init(&ans);
+	if (txn_run(c, 1, refund_body, &r, &ans) == -1)
+		log_msg("%s; the units were not given back", ans.msg);
+	keystate_free(&k);
+	answer_free(&ans);
+}
+
+/*
+ * Decide on a's key, waiting if --wait says so.  The exit status: 0
+ * allowed (after any wait), 1 refused, 128 + N if signal N cut a wait
+ * short; or -1 with the answer set.  k->d is the decision.
+ */
+int
+rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
+    struct answer *ans)
+{
+	int64_t start = c->now, mono0 = clock_monotonic(), waited = 0, left;
+	char t[32];
+	int sig;
+
+	for (;;) {
+		left = a->wait_max < 0 ? -1 : a->wait_max - waited;
+		if (rate_decide(c, a, 0, a->has_wait ? left : -2, k, ans) == -1)
+			return -1;
+		if (k->d.allowed && k->d.retry_after > 0) {
+			/* a reservation: sleep to it, or give it back */
+			if ((sig = clock_sleep(k->d.retry_after)) != 0) {
+				c->now = start + clock_monotonic() - mono0;
+				rate_refund(c, a);
+				return 128 + sig;
+			}
+			k->d.retry_after = 0;
+		}
+		if (k->d.allowed || !a->has_wait)
+			return k->d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+		if (left >= 0 && k->d.retry_after > left) {
+			output_seconds(t, sizeof(t), k->d.retry_after);
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " throttled: the wait would be %ss, more than "
+			    "--wait allows",
+			    t);
+			return EXIT_REFUSED;
+		}
+		if ((sig = clock_sleep(k->d.retry_after)) != 0)
+			return 128 + sig;
+		waited = clock_monotonic() - mono0;
+		c->now = start + waited;
+	}
+}
+
+/*
+ * The answer to a decision: its record, exit 0 or 1, and when refused
+ * (and nothing has said so yet) the throttled line.
+ */
+void
+rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
+{
+	char t[32];
+
+	keystate_record(ans, k, 1, a->cost);
+	if (ans->rc == 0)
+		ans->rc = k->d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+	if (!k->d.allowed && ans->msg_kind == MSG_NONE) {
+		output_seconds(t, sizeof(t), k->d.retry_after);
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    " throttled, retry in %ss", t);
+	}
+}
