@@ -56,7 +56,8 @@ answer_record(struct answer *a, enum text_style style)
 
 	if (a->nrec == a->cap) {
 		a->cap = a->cap ? a->cap * 2 : 4;
-		a->rec = xrealloc(a->rec, (size_t)a->cap * sizeof(*a->rec));
+		a->rec =
+		    xrealloc(a->rec, (size_t)a->cap * sizeof(struct record *));
 	}
 	r = xcalloc(1, sizeof(*r));
 	r->text = style;
@@ -184,6 +185,9 @@ rec_line(struct answer *a, struct record *r, const char *fmt, ...)
 	r->text = TEXT_LINE;
 	r->line = answer_keep(a, buf, (size_t)n);
 }
+
+static void vsay(struct answer *, enum msg_kind, FILE *, const char *, va_list)
+    __attribute__((format(printf, 4, 0)));
 
 static void
 vsay(struct answer *a, enum msg_kind kind, FILE *fp, const char *fmt,
