@@ -10,8 +10,12 @@ LIBEXECDIR ?=	$(PREFIX)/libexec
 
 CC ?=		cc
 PKG_CONFIG ?=	pkg-config
+# Warnings are errors in a checkout (development and CI), not in a release
+# tarball that a packager builds with a newer compiler: make WERROR= to
+# turn them off, WERROR=-Werror to insist.
+WERROR ?=	$(if $(wildcard $(CURDIR)/.git),-Werror)
 WARNINGS =	-std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 \
-		-Wmissing-prototypes -Wstrict-prototypes -Werror
+		-Wmissing-prototypes -Wstrict-prototypes $(WERROR)
 CFLAGS ?=	-O2 -g
 CPPFLAGS_ALL =	-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
 		$(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null) $(CPPFLAGS)
@@ -58,7 +62,7 @@ LIBS_ALL =	$(SQLITE_LIBS) $(REDIS_LIBS) $(LIBS)
 # the unit tests and the pure fuzzers link only these) is a part of it.
 PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
 		src/algo-hybrid.o src/lease.o src/limit.o src/parse.o \
-		src/shed.o src/slots.o
+		src/record.o src/shed.o src/slots.o
 OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/policy.o src/txn.o src/answer.o src/output.o src/escape.o \
 		src/log.o src/keystate.o src/rate.o src/concurrency.o \
@@ -111,26 +115,29 @@ lint: throttle
 	    -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
 	    $(REDIS_CPPFLAGS) $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 
-# The whole suite under ASan and UBSan.  Reports go to files, so one cannot
-# hide behind an exit status a test expected; any report fails the run.
-# The sanitized objects are cleaned away afterwards.  clang, because gcc's
-# combined runtime writes UBSan reports to stderr whatever log_path says.
+# The whole suite under ASan and UBSan, built in a copy of the tree
+# (build/asan), so the normal build is left as it was.  Reports go to
+# files, so one cannot hide behind an exit status a test expected; any
+# report fails the run.  clang, because gcc's combined runtime writes UBSan
+# reports to stderr whatever log_path says.
 ASAN_CC ?=	clang
+ASAN_DIR =	$(CURDIR)/build/asan
 asan:
-	$(MAKE) clean
-	rm -rf $(CURDIR)/sanitizer-logs && mkdir $(CURDIR)/sanitizer-logs
-	ASAN_OPTIONS=log_path=$(CURDIR)/sanitizer-logs/asan \
-	UBSAN_OPTIONS=log_path=$(CURDIR)/sanitizer-logs/ubsan:print_stacktrace=1 \
-	$(MAKE) CC=$(ASAN_CC) CFLAGS="-O1 -g -fsanitize=address,undefined \
+	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)/sanitizer-logs
+	tar -cf - Makefile src tests man completions examples README.md | \
+	    tar -xf - -C $(ASAN_DIR)
+	ASAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/asan \
+	UBSAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/ubsan:print_stacktrace=1 \
+	$(MAKE) -C $(ASAN_DIR) CC=$(ASAN_CC) WERROR="$(WERROR)" \
+	    CFLAGS="-O1 -g -fsanitize=address,undefined \
 	    -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	    LDFLAGS="-fsanitize=address,undefined" check
 	@# a report says ERROR or runtime error; processes that tests kill
 	@# with SIGKILL can leave empty or half-written logs, which are not
-	@if grep -l -E 'ERROR|runtime error' $(CURDIR)/sanitizer-logs/* \
-	    2>/dev/null; then cat $(CURDIR)/sanitizer-logs/*; \
+	@if grep -l -E 'ERROR|runtime error' $(ASAN_DIR)/sanitizer-logs/* \
+	    2>/dev/null; then cat $(ASAN_DIR)/sanitizer-logs/*; \
 	    echo "sanitizer reports above"; exit 1; fi
-	rm -rf $(CURDIR)/sanitizer-logs
-	$(MAKE) clean
+	rm -rf $(ASAN_DIR)
 
 # libFuzzer harnesses of the pure layer (clang), each run FUZZ_SECONDS on
 # a copy of its seed corpus; a crash or sanitizer report fails the run.
@@ -181,7 +188,7 @@ soak: throttle
 faultcheck: throttle
 	$(ASAN_CC) $(WARNINGS) $(CPPFLAGS_ALL) -O1 -g -DTHROTTLE_FAULT \
 	    -fsanitize=address,undefined -fno-omit-frame-pointer \
-	    -o throttle-fault src/*.c $(LIBS_ALL)
+	    -o throttle-fault $(OBJS:.o=.c) $(LIBS_ALL)
 	bash tests/faultcheck ./throttle-fault ./throttle
 
 install: throttle
@@ -223,7 +230,7 @@ bench: throttle $(BENCH_BINS)
 
 clean:
 	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS) $(BENCH_BINS)
-	rm -rf fuzz/work
+	rm -rf fuzz/work build
 
 .PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean \
 	fresh-check mutants

@@ -23,7 +23,7 @@ complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a batch -d 
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
 complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'
 complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -d 'once refused, stay refused this long'
-complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait=MAX)'
+complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
 complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
 complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew run shed" -a '(__throttle_keys)'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'

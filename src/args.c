@@ -6,6 +6,7 @@
  * "--" ends them.  Command names match exactly, never by prefix.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +44,39 @@ enum {
 	OPT_QUICK
 };
 
+struct option_def;
+typedef int (*setter)(struct args *, const struct option_def *, const char *);
+
+static int set_flag(struct args *, const struct option_def *, const char *);
+static int set_text(struct args *, const struct option_def *, const char *);
+static int set_duration(struct args *, const struct option_def *, const char *);
+static int set_count(struct args *, const struct option_def *, const char *);
+static int set_fraction(struct args *, const struct option_def *, const char *);
+static int set_format(struct args *, const struct option_def *, const char *);
+static int set_on_error(struct args *, const struct option_def *, const char *);
+static int set_limit(struct args *, const struct option_def *, const char *);
+static int
+set_algorithm(struct args *, const struct option_def *, const char *);
+static int set_reserve(struct args *, const struct option_def *, const char *);
+static int set_owner(struct args *, const struct option_def *, const char *);
+static int set_priority(struct args *, const struct option_def *, const char *);
+static int set_lease(struct args *, const struct option_def *, const char *);
+static int
+set_utilization(struct args *, const struct option_def *, const char *);
+static int set_seed(struct args *, const struct option_def *, const char *);
+static int
+set_exit_code(struct args *, const struct option_def *, const char *);
+static int set_wait(struct args *, const struct option_def *, const char *);
+static int
+set_granularity(struct args *, const struct option_def *, const char *);
+
+#define AT(field) offsetof(struct args, field)
+#define NONE ((size_t)-1)
+
+/*
+ * Every option: its setter stores the value at off (and 1 at has, if the
+ * option has a has_* member); min and max bound a count.
+ */
 static const struct option_def {
 	int id;
 	const char *name;
@@ -50,61 +84,92 @@ static const struct option_def {
 	const char *arg;
 	int flag; /* 0: global; else CMDOPT_* */
 	const char *help;
+	setter set;
+	size_t off, has;
+	int64_t min, max;
 } options[] = {
 	{ OPT_LIMIT, "limit", 0, "N/PERIOD", CMDOPT_LIMIT,
-	    "N units per PERIOD: 5/15m, 100/1s, 1000/1d" },
+	    "N units per PERIOD: 5/15m, 100/1s, 1000/1d", set_limit, NONE, NONE,
+	    0, 0 },
 	{ OPT_BURST, "burst", 0, "B", CMDOPT_BURST,
-	    "units that may be taken at once from rest (default N)" },
+	    "units that may be taken at once from rest (default N)", set_count,
+	    AT(ls.burst), AT(ls.has_burst), 1, COUNT_MAX },
 	{ OPT_ALGORITHM, "algorithm", 0, "NAME", CMDOPT_ALGORITHM,
-	    NULL /* the algorithm table's names: help.c */ },
+	    NULL /* the algorithm table's names: help.c */, set_algorithm, NONE,
+	    NONE, 0, 0 },
 	{ OPT_GRANULARITY, "granularity", 0, "DURATION", CMDOPT_GRANULARITY,
-	    "sliding-window: sub-window length (default PERIOD/60, >= 1ms)" },
+	    "sliding-window: sub-window length (default PERIOD/60, >= 1ms)",
+	    set_granularity, AT(ls.granularity), AT(ls.has_granularity), 0, 0 },
 	{ OPT_COST, "cost", 0, "N", CMDOPT_COST,
-	    "units this request takes or gives back (default 1)" },
+	    "units this request takes or gives back (default 1)", set_count,
+	    AT(cost), NONE, 0, COUNT_MAX },
 	{ OPT_LOCKOUT, "lockout", 0, "DURATION", CMDOPT_LOCKOUT,
-	    "once refused, the key stays refused this long" },
+	    "once refused, the key stays refused this long", set_duration,
+	    AT(lockout), AT(has_lockout), 0, 0 },
 	{ OPT_NAMES, "names", 0, NULL, CMDOPT_NAMES,
-	    "inspect: only the keys' names, one per line (for completion)" },
+	    "inspect: only the keys' names, one per line (for completion)",
+	    set_flag, AT(names), NONE, 0, 0 },
 	{ OPT_QUICK, "quick", 0, NULL, CMDOPT_QUICK,
-	    "verify: SQLite's quick_check, not its full integrity_check" },
+	    "verify: SQLite's quick_check, not its full integrity_check",
+	    set_flag, AT(quick), NONE, 0, 0 },
 	{ OPT_WAIT, "wait", 0, "MAX", CMDOPT_WAIT,
-	    "wait until allowed (at most MAX, with --wait=MAX)" },
+	    "wait until allowed, at most MAX if given: --wait 1m, --wait=1m",
+	    set_wait, AT(wait_max), AT(has_wait), 0, 0 },
 	{ OPT_CONCURRENCY, "concurrency", 0, "N", CMDOPT_CONCURRENCY,
-	    "at most N leases held at once" },
+	    "at most N leases held at once", set_count, AT(concurrency),
+	    AT(has_concurrency), 1, COUNT_MAX },
 	{ OPT_RESERVE, "reserve", 0, "R", CMDOPT_CONCURRENCY,
-	    "slots kept for critical work: a count or a percentage" },
+	    "slots kept for critical work: a count or a percentage",
+	    set_reserve, NONE, AT(has_reserve), 0, 0 },
 	{ OPT_OWNER, "owner", 0, "PID", CMDOPT_CONCURRENCY,
-	    "the lease ends when this process on this host is gone" },
+	    "the lease ends when this process on this host is gone", set_owner,
+	    AT(owner), AT(has_owner), 1, INT32_MAX },
 	{ OPT_TTL, "ttl", 0, "DURATION", CMDOPT_TTL,
-	    "the lease ends this long after it was taken (default 1h)" },
+	    "the lease ends this long after it was taken (default 1h)",
+	    set_duration, AT(ttl), AT(has_ttl), 0, 0 },
 	{ OPT_PRIORITY, "priority", 0, "LEVEL", CMDOPT_PRIORITY,
-	    "critical, high, normal (default) or low" },
+	    "critical, high, normal (default) or low", set_priority,
+	    AT(priority), NONE, 0, 0 },
 	{ OPT_LEASE, "lease", 0, "ID", CMDOPT_LEASE,
-	    "the lease to release or renew" },
+	    "the lease to release or renew", set_lease, AT(lease), NONE, 0, 0 },
 	{ OPT_UTILIZATION, "utilization", 0, "U", CMDOPT_SHED,
-	    "shed: how busy the workers are, 0 to 1, or auto" },
+	    "shed: how busy the workers are, 0 to 1, or auto", set_utilization,
+	    AT(utilization), AT(has_utilization), 0, 0 },
 	{ OPT_SEED, "seed", 0, "N", CMDOPT_SHED,
-	    "shed: make the random draw reproducible" },
+	    "shed: make the random draw reproducible", set_seed, AT(seed),
+	    AT(has_seed), 0, INT64_MAX },
 	{ OPT_GOOD_BELOW, "good-below", 0, "U", CMDOPT_SHED,
-	    "shed: shed less below this utilization (0.7)" },
+	    "shed: shed less below this utilization (0.7)", set_fraction,
+	    AT(shed.good_ppm), NONE, 0, 0 },
 	{ OPT_BAD_ABOVE, "bad-above", 0, "U", CMDOPT_SHED,
-	    "shed: shed more above this utilization (0.8)" },
+	    "shed: shed more above this utilization (0.8)", set_fraction,
+	    AT(shed.bad_ppm), NONE, 0, 0 },
 	{ OPT_DELAY, "delay", 0, "DURATION", CMDOPT_SHED,
-	    "shed: overload before shedding starts (28s)" },
+	    "shed: overload before shedding starts (28s)", set_duration,
+	    AT(shed.delay), NONE, 0, 0 },
 	{ OPT_RAMP, "ramp", 0, "DURATION", CMDOPT_SHED,
-	    "shed: time from shedding nothing to everything (120s)" },
+	    "shed: time from shedding nothing to everything (120s)",
+	    set_duration, AT(shed.ramp), NONE, 0, 0 },
 	{ OPT_CONFLICT_EXIT_CODE, "conflict-exit-code", 0, "N", CMDOPT_RUN,
-	    "run: exit code when refused (default 75)" },
-	{ OPT_DB, "db", 0, "PATH", 0, "state file (env THROTTLE_DB)" },
+	    "run: exit code when refused (default 75)", set_exit_code,
+	    AT(conflict_exit_code), NONE, 0, 255 },
+	{ OPT_DB, "db", 0, "PATH", 0, "state file (env THROTTLE_DB)", set_text,
+	    AT(db), NONE, 0, 0 },
 	{ OPT_FORMAT, "format", 0, "FORMAT", 0,
-	    "text, json or shell (env THROTTLE_FORMAT)" },
-	{ OPT_QUIET, "quiet", 'q', NULL, 0, "no message when throttled" },
+	    "text, json or shell (env THROTTLE_FORMAT)", set_format, AT(format),
+	    AT(has_format), 0, 0 },
+	{ OPT_QUIET, "quiet", 'q', NULL, 0, "no message when throttled",
+	    set_flag, AT(quiet), NONE, 0, 0 },
 	{ OPT_LOCK_TIMEOUT, "lock-timeout", 0, "DURATION", 0,
-	    "how long to wait for another process (default 5s)" },
+	    "how long to wait for another process (default 5s)", set_duration,
+	    AT(lock_timeout), AT(has_lock_timeout), 0, 0 },
 	{ OPT_ON_ERROR, "on-error", 0, "MODE", 0,
-	    "what a state store error becomes: fail, allow or deny" },
-	{ OPT_HELP, "help", 'h', NULL, 0, "show this help" },
-	{ OPT_VERSION, "version", 0, NULL, 0, "show the version" },
+	    "what a state store error becomes: fail, allow or deny",
+	    set_on_error, AT(on_error), AT(has_on_error), 0, 0 },
+	{ OPT_HELP, "help", 'h', NULL, 0, "show this help", NULL, NONE, NONE, 0,
+	    0 },
+	{ OPT_VERSION, "version", 0, NULL, 0, "show the version", NULL, NONE,
+	    NONE, 0, 0 },
 };
 #define NOPTIONS (sizeof(options) / sizeof(options[0]))
 
@@ -185,174 +250,217 @@ add_limits(struct args *a, const char *v)
 	return 0;
 }
 
+/* The member of a at offset off, as a T. */
+#define MEMBER(T, a, off) ((T *)(void *)((char *)(a) + (off)))
+
+/* Note that d was given, if it has a has_* member. */
+static void
+given(struct args *a, const struct option_def *d)
+{
+	if (d->has != NONE)
+		*MEMBER(int, a, d->has) = 1;
+}
+
 static int
-apply(struct args *a, const struct option_def *d, const char *v)
+set_flag(struct args *a, const struct option_def *d, const char *v)
+{
+	(void)v;
+	*MEMBER(int, a, d->off) = 1;
+	return 0;
+}
+
+static int
+set_text(struct args *a, const struct option_def *d, const char *v)
+{
+	*MEMBER(const char *, a, d->off) = v;
+	given(a, d);
+	return 0;
+}
+
+static int
+set_duration(struct args *a, const struct option_def *d, const char *v)
 {
 	const char *err;
-	char names[200];
+
+	if (parse_duration(v, MEMBER(int64_t, a, d->off), &err) == -1)
+		return usage_error(a, "--%s: '%s' %s", d->name, v, err);
+	given(a, d);
+	return 0;
+}
+
+static int
+set_count(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
 	int64_t n;
 
-	switch (d->id) {
-	case OPT_DB:
-		a->db = v;
-		break;
-	case OPT_FORMAT:
-		a->has_format = 1;
-		if (parse_format(v, &a->format) == -1)
-			return usage_error(a,
-			    "--format: '%s' is not a format; use text, "
-			    "json or shell",
-			    v);
-		break;
-	case OPT_QUIET:
-		a->quiet = 1;
-		break;
-	case OPT_LOCK_TIMEOUT:
-		a->has_lock_timeout = 1;
-		if (parse_duration(v, &a->lock_timeout, &err) == -1)
-			return usage_error(a, "--lock-timeout: '%s' %s", v,
-			    err);
-		break;
-	case OPT_ON_ERROR:
-		a->has_on_error = 1;
-		if (parse_on_error(v, &a->on_error) == -1)
-			return usage_error(a,
-			    "--on-error: '%s' is not a mode; use fail, "
-			    "allow or deny",
-			    v);
-		break;
-	case OPT_LIMIT:
-		return add_limits(a, v);
-	case OPT_BURST:
-		if (parse_count(v, COUNT_MAX, &n, &err) == -1)
-			return usage_error(a, "--burst: '%s' %s", v, err);
-		if (n == 0)
-			return usage_error(a,
-			    "--burst: '%s' allows nothing; give at "
-			    "least 1",
-			    v);
-		a->ls.burst = n;
-		a->ls.has_burst = 1;
-		break;
-	case OPT_ALGORITHM:
-		if ((a->ls.algo = algo_find(v)) == NULL) {
-			algo_names(names, sizeof(names));
-			return usage_error(a,
-			    "--algorithm: '%s' is not an algorithm; use %s", v,
-			    names);
-		}
-		break;
-	case OPT_COST:
-		if (parse_count(v, COUNT_MAX, &a->cost, &err) == -1)
-			return usage_error(a, "--cost: '%s' %s", v, err);
-		break;
-	case OPT_CONCURRENCY:
-		if (parse_count(v, COUNT_MAX, &a->concurrency, &err) == -1)
-			return usage_error(a, "--concurrency: '%s' %s", v, err);
-		if (a->concurrency == 0)
-			return usage_error(a,
-			    "--concurrency: '%s' allows nothing; give at "
-			    "least 1",
-			    v);
-		a->has_concurrency = 1;
-		break;
-	case OPT_RESERVE:
-		if (parse_reserve(v, &a->reserve, &a->reserve_percent, &err) ==
-		    -1)
-			return usage_error(a, "--reserve: '%s' %s", v, err);
-		a->has_reserve = 1;
-		break;
-	case OPT_OWNER:
-		if (parse_count(v, INT32_MAX, &a->owner, &err) == -1 ||
-		    a->owner == 0)
-			return usage_error(a,
-			    "--owner: '%s' is not a process id", v);
-		a->has_owner = 1;
-		break;
-	case OPT_TTL:
-		if (parse_duration(v, &a->ttl, &err) == -1)
-			return usage_error(a, "--ttl: '%s' %s", v, err);
-		a->has_ttl = 1;
-		break;
-	case OPT_PRIORITY:
-		if (parse_priority(v, &a->priority) == -1)
-			return usage_error(a,
-			    "--priority: '%s' is not a priority; use "
-			    "critical, high, normal or low",
-			    v);
-		break;
-	case OPT_LEASE:
-		if (strlen(v) != LEASE_ID_LEN ||
-		    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
-			return usage_error(a,
-			    "--lease: '%s' is not a lease id (%d hex "
-			    "digits, as acquire prints them)",
-			    v, LEASE_ID_LEN);
-		a->lease = v;
-		break;
-	case OPT_UTILIZATION:
-		if (strcmp(v, "auto") == 0)
-			a->utilization_auto = 1;
-		else if (parse_fraction(v, &a->utilization, &err) == -1)
-			return usage_error(a, "--utilization: '%s' %s, or auto",
-			    v, err);
-		a->has_utilization = 1;
-		break;
-	case OPT_SEED:
-		if (parse_count(v, INT64_MAX, &n, &err) == -1)
-			return usage_error(a, "--seed: '%s' %s", v, err);
-		a->seed = (uint64_t)n;
-		a->has_seed = 1;
-		break;
-	case OPT_GOOD_BELOW:
-		if (parse_fraction(v, &a->shed.good_ppm, &err) == -1)
-			return usage_error(a, "--good-below: '%s' %s", v, err);
-		break;
-	case OPT_BAD_ABOVE:
-		if (parse_fraction(v, &a->shed.bad_ppm, &err) == -1)
-			return usage_error(a, "--bad-above: '%s' %s", v, err);
-		break;
-	case OPT_DELAY:
-		if (parse_duration(v, &a->shed.delay, &err) == -1)
-			return usage_error(a, "--delay: '%s' %s", v, err);
-		break;
-	case OPT_RAMP:
-		if (parse_duration(v, &a->shed.ramp, &err) == -1)
-			return usage_error(a, "--ramp: '%s' %s", v, err);
-		break;
-	case OPT_CONFLICT_EXIT_CODE:
-		if (parse_count(v, 255, &n, &err) == -1)
-			return usage_error(a,
-			    "--conflict-exit-code: '%s' is not a code "
-			    "from 0 to 255",
-			    v);
-		a->conflict_exit_code = (int)n;
-		break;
-	case OPT_NAMES:
-		a->names = 1;
-		break;
-	case OPT_QUICK:
-		a->quick = 1;
-		break;
-	case OPT_LOCKOUT:
-		if (parse_duration(v, &a->lockout, &err) == -1)
-			return usage_error(a, "--lockout: '%s' %s", v, err);
-		a->has_lockout = 1;
-		break;
-	case OPT_WAIT:
-		a->has_wait = 1;
-		a->wait_max = -1;
-		if (v != NULL && parse_duration(v, &a->wait_max, &err) == -1)
-			return usage_error(a, "--wait: '%s' %s", v, err);
-		break;
-	case OPT_GRANULARITY:
-		if (parse_duration(v, &a->ls.granularity, &err) == -1)
-			return usage_error(a, "--granularity: '%s' %s", v, err);
-		a->ls.has_granularity = 1;
-		a->ls.granularity_text = v;
-		break;
+	if (parse_count(v, d->max, &n, &err) == -1)
+		return usage_error(a, "--%s: '%s' %s", d->name, v, err);
+	if (n < d->min)
+		return usage_error(a,
+		    "--%s: '%s' allows nothing; give at least %lld", d->name, v,
+		    (long long)d->min);
+	*MEMBER(int64_t, a, d->off) = n;
+	given(a, d);
+	return 0;
+}
+
+static int
+set_fraction(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
+
+	if (parse_fraction(v, MEMBER(int64_t, a, d->off), &err) == -1)
+		return usage_error(a, "--%s: '%s' %s", d->name, v, err);
+	given(a, d);
+	return 0;
+}
+
+static int
+set_format(struct args *a, const struct option_def *d, const char *v)
+{
+	given(a, d);
+	if (parse_format(v, &a->format) == -1)
+		return usage_error(a,
+		    "--format: '%s' is not a format; use text, json or shell",
+		    v);
+	return 0;
+}
+
+static int
+set_on_error(struct args *a, const struct option_def *d, const char *v)
+{
+	given(a, d);
+	if (parse_on_error(v, &a->on_error) == -1)
+		return usage_error(a,
+		    "--on-error: '%s' is not a mode; use fail, allow or deny",
+		    v);
+	return 0;
+}
+
+static int
+set_limit(struct args *a, const struct option_def *d, const char *v)
+{
+	(void)d;
+	return add_limits(a, v);
+}
+
+static int
+set_algorithm(struct args *a, const struct option_def *d, const char *v)
+{
+	char names[200];
+
+	(void)d;
+	if ((a->ls.algo = algo_find(v)) == NULL) {
+		algo_names(names, sizeof(names));
+		return usage_error(a,
+		    "--algorithm: '%s' is not an algorithm; use %s", v, names);
 	}
 	return 0;
+}
+
+static int
+set_reserve(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
+
+	if (parse_reserve(v, &a->reserve, &a->reserve_percent, &err) == -1)
+		return usage_error(a, "--reserve: '%s' %s", v, err);
+	given(a, d);
+	return 0;
+}
+
+static int
+set_owner(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
+
+	if (parse_count(v, d->max, &a->owner, &err) == -1 || a->owner < d->min)
+		return usage_error(a, "--owner: '%s' is not a process id", v);
+	given(a, d);
+	return 0;
+}
+
+static int
+set_priority(struct args *a, const struct option_def *d, const char *v)
+{
+	(void)d;
+	if (parse_priority(v, &a->priority) == -1)
+		return usage_error(a,
+		    "--priority: '%s' is not a priority; use critical, high, "
+		    "normal or low",
+		    v);
+	return 0;
+}
+
+static int
+set_lease(struct args *a, const struct option_def *d, const char *v)
+{
+	if (strlen(v) != LEASE_ID_LEN ||
+	    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
+		return usage_error(a,
+		    "--lease: '%s' is not a lease id (%d hex digits, as "
+		    "acquire prints them)",
+		    v, LEASE_ID_LEN);
+	return set_text(a, d, v);
+}
+
+static int
+set_utilization(struct args *a, const struct option_def *d, const char *v)
+{
+	if (strcmp(v, "auto") == 0) {
+		a->utilization_auto = 1;
+		given(a, d);
+		return 0;
+	}
+	if (set_fraction(a, d, v) == -1) {
+		size_t n = strlen(a->err);
+
+		snprintf(a->err + n, sizeof(a->err) - n, ", or auto");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+set_seed(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
+	int64_t n;
+
+	if (parse_count(v, d->max, &n, &err) == -1)
+		return usage_error(a, "--seed: '%s' %s", v, err);
+	*MEMBER(uint64_t, a, d->off) = (uint64_t)n;
+	given(a, d);
+	return 0;
+}
+
+static int
+set_exit_code(struct args *a, const struct option_def *d, const char *v)
+{
+	const char *err;
+	int64_t n;
+
+	if (parse_count(v, d->max, &n, &err) == -1)
+		return usage_error(a, "--%s: '%s' is not a code from 0 to 255",
+		    d->name, v);
+	*MEMBER(int, a, d->off) = (int)n;
+	return 0;
+}
+
+static int
+set_wait(struct args *a, const struct option_def *d, const char *v)
+{
+	given(a, d);
+	a->wait_max = -1;
+	return v != NULL ? set_duration(a, d, v) : 0;
+}
+
+static int
+set_granularity(struct args *a, const struct option_def *d, const char *v)
+{
+	a->ls.granularity_text = v;
+	return set_duration(a, d, v);
 }
 
 /* The options every command line starts from. */
@@ -392,7 +500,7 @@ args_apply(struct args *a, const char *name, const char *value)
 	if (d == NULL || (d->arg != NULL) != (value != NULL))
 		return usage_error(a, "--%s: not an option that takes %s", name,
 		    value != NULL ? "a value" : "no value");
-	return apply(a, d, value);
+	return d->set != NULL ? d->set(a, d, value) : 0;
 }
 
 /* Nonzero if the command line gave option --name. */
@@ -442,127 +550,179 @@ args_options(void (*fn)(const char *, char, const char *, int, const char *,
  * PARSE_VERSION, PARSE_NO_COMMAND, or -1 with a message in a->err.
  * args_free() frees what it allocates.
  */
-int
-args_parse(int argc, char **argv, const struct cmd_entry *const *table,
-    struct args *a)
-{
-	const struct option_def *d, **given;
-	const char **vals, **ops, *v, *eq;
-	const struct cmd_entry *c = NULL;
-	int i, nops = 0, ngiven = 0, dashdash = 0, help = 0, nbefore = -1;
-	int version = 0;
+/* What one pass over argv found besides the options. */
+struct scan {
+	const struct option_def **given; /* the options, in order */
+	const char **vals; /* and their values */
+	int ngiven;
+	const char **ops; /* operands, the command name first */
+	int nops;
+	int nbefore; /* operands before "--", or -1 */
+	int help, version;
+};
 
-	a->cmd = NULL;
-	given = xcalloc((size_t)argc + 1, sizeof(const struct option_def *));
-	vals = xcalloc((size_t)argc + 1, sizeof(*vals));
-	ops = xcalloc((size_t)argc + 1, sizeof(*ops));
-	a->given = given;
-	a->given_values = vals;
-	a->argv_ops = ops;
+/* The value of option d at argv[*i], if it takes one: 0 or -1. */
+static int
+option_value(struct args *a, const struct option_def *d, int argc, char **argv,
+    int *i, const char **v)
+{
+	const char *err;
+	int64_t t;
+
+	if (d->arg == NULL || *v != NULL)
+		return 0;
+	if (d->id == OPT_WAIT) {
+		/* --wait's bound is optional: the next word, if it is a
+		 * duration (--wait=MAX always works) */
+		if (*i + 1 < argc &&
+		    parse_duration(argv[*i + 1], &t, &err) == 0)
+			*v = argv[++*i];
+		return 0;
+	}
+	if (*i + 1 >= argc)
+		return usage_error(a, "--%s: needs a value (%s)", d->name,
+		    d->arg);
+	*v = argv[++*i];
+	return 0;
+}
+
+/* The option argv[i] names, and its value if written --name=VALUE. */
+static const struct option_def *
+option_at(struct args *a, const char *arg, const char **v)
+{
+	const struct option_def *d;
+	const char *eq;
+
+	*v = NULL;
+	if (arg[1] != '-') {
+		if (arg[2] != '\0' || (d = find_short(arg[1])) == NULL)
+			usage_error(a,
+			    "%s: unknown option; see throttle --help", arg);
+		return arg[2] != '\0' ? NULL : d;
+	}
+	eq = strchr(arg + 2, '=');
+	d = find_long(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));
+	if (d == NULL) {
+		usage_error(a, "%.*s: unknown option; see throttle --help",
+		    eq ? (int)(eq - arg) : (int)strlen(arg), arg);
+		return NULL;
+	}
+	if (eq != NULL && d->arg == NULL) {
+		usage_error(a, "--%s: takes no value", d->name);
+		return NULL;
+	}
+	if (eq != NULL)
+		*v = eq + 1;
+	return d;
+}
+
+/* Sort argv into options (a->given) and operands (sc->ops): 0 or -1. */
+static int
+scan_argv(struct args *a, int argc, char **argv, struct scan *sc)
+{
+	const struct option_def *d;
+	const char *v;
+	int i, dashdash = 0;
+
 	for (i = 1; i < argc; i++) {
 		const char *arg = argv[i];
 
 		if (dashdash || arg[0] != '-' || arg[1] == '\0') {
-			ops[nops++] = arg;
+			sc->ops[sc->nops++] = arg;
 			continue;
 		}
 		if (strcmp(arg, "--") == 0) {
 			dashdash = 1;
-			nbefore = nops;
+			sc->nbefore = sc->nops;
 			continue;
 		}
-		v = NULL;
-		if (arg[1] == '-') {
-			eq = strchr(arg + 2, '=');
-			d = find_long(arg + 2,
-			    eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));
-			if (d == NULL)
-				return usage_error(a,
-				    "%.*s: unknown option; see throttle --help",
-				    eq ? (int)(eq - arg) : (int)strlen(arg),
-				    arg);
-			if (eq != NULL) {
-				if (d->arg == NULL)
-					return usage_error(a,
-					    "--%s: takes no value", d->name);
-				v = eq + 1;
-			}
-
-		} else {
-			if (arg[2] != '\0' || (d = find_short(arg[1])) == NULL)
-				return usage_error(a,
-				    "%s: unknown option; see throttle --help",
-				    arg);
-		}
-		/* --wait takes its optional bound only as --wait=MAX */
-		if (d->arg != NULL && v == NULL && d->id != OPT_WAIT) {
-			if (i + 1 >= argc)
-				return usage_error(a,
-				    "--%s: needs a value (%s)", d->name,
-				    d->arg);
-			v = argv[++i];
-		}
-		if (d->id == OPT_HELP)
-			help = 1;
-		else if (d->id == OPT_VERSION)
-			version = 1;
-		given[ngiven] = d;
-		vals[ngiven++] = v;
-	}
-	a->ngiven = ngiven;
-
-	if (version)
-		return PARSE_VERSION;
-	if (nops > 0 && (c = find_cmd(table, ops[0])) == NULL)
-		return usage_error(a,
-		    "%s: unknown command; see throttle --help", ops[0]);
-	a->cmd = c;
-	if (help)
-		return PARSE_HELP;
-	if (c == NULL)
-		return PARSE_NO_COMMAND;
-	for (i = 0; i < ngiven; i++) {
-		if (given[i]->flag != 0 && !(given[i]->flag & c->options))
-			return usage_error(a,
-			    "%s: --%s does not apply to this command; see "
-			    "throttle help %s",
-			    c->name, given[i]->name, c->name);
-		if (apply(a, given[i], vals[i]) == -1)
+		if ((d = option_at(a, arg, &v)) == NULL ||
+		    option_value(a, d, argc, argv, &i, &v) == -1)
 			return -1;
+		sc->help |= d->id == OPT_HELP;
+		sc->version |= d->id == OPT_VERSION;
+		sc->given[sc->ngiven] = d;
+		sc->vals[sc->ngiven++] = v;
 	}
+	return 0;
+}
+
+/* The command's operands, checked against what it takes: 0 or -1. */
+static int
+take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
+{
 	if (c->takes_command) {
-		if (nbefore < 0 || nbefore >= nops)
+		if (sc->nbefore < 0 || sc->nbefore >= sc->nops)
 			return usage_error(a,
 			    "%s: no command to run; write throttle %s KEY "
 			    "[options] -- COMMAND [ARGS...]",
 			    c->name, c->name);
-		a->command = (char **)(ops + nbefore);
-		nops = nbefore;
+		a->command = (char **)(sc->ops + sc->nbefore);
+		sc->nops = sc->nbefore;
 	}
-	if (nops - 1 < c->min_args)
+	if (sc->nops - 1 < c->min_args)
 		return usage_error(a, "%s: %s; usage: throttle %s %s", c->name,
 		    c->operand_is_key ? "the key is missing"
 				      : "an argument is missing",
 		    c->name, c->args);
-	if (nops - 1 > c->max_args)
+	if (sc->nops - 1 > c->max_args)
 		return usage_error(a,
 		    "%s: '%s' is one argument too many (quote a key with "
 		    "spaces); usage: throttle %s %s",
-		    c->name, ops[1 + c->max_args], c->name, c->args);
-	a->operand = nops > 1 ? ops[1] : NULL;
-	a->operand2 = nops > 2 ? ops[2] : NULL;
-	if (c->operand_is_key && a->operand != NULL) {
-		a->key = a->operand;
-		a->keylen = strlen(a->key);
-		if (a->keylen == 0)
+		    c->name, sc->ops[1 + c->max_args], c->name, c->args);
+	a->operand = sc->nops > 1 ? sc->ops[1] : NULL;
+	a->operand2 = sc->nops > 2 ? sc->ops[2] : NULL;
+	if (!c->operand_is_key || a->operand == NULL)
+		return 0;
+	a->key = a->operand;
+	a->keylen = strlen(a->key);
+	if (a->keylen == 0)
+		return usage_error(a,
+		    "%s: the key is empty; give a non-empty key", c->name);
+	if (a->keylen > KEY_MAX)
+		return usage_error(a,
+		    "%s: the key is %zu bytes, longer than the %d allowed",
+		    c->name, a->keylen, KEY_MAX);
+	return 0;
+}
+
+int
+args_parse(int argc, char **argv, const struct cmd_entry *const *table,
+    struct args *a)
+{
+	struct scan sc = { NULL, NULL, 0, NULL, 0, -1, 0, 0 };
+	const struct cmd_entry *c = NULL;
+	int i;
+
+	a->cmd = NULL;
+	a->given = sc.given =
+	    xcalloc((size_t)argc + 1, sizeof(const struct option_def *));
+	a->given_values = sc.vals = xcalloc((size_t)argc + 1, sizeof(*sc.vals));
+	a->argv_ops = sc.ops = xcalloc((size_t)argc + 1, sizeof(*sc.ops));
+	a->ngiven = 0;
+	if (scan_argv(a, argc, argv, &sc) == -1)
+		return -1;
+	a->ngiven = sc.ngiven;
+	if (sc.version)
+		return PARSE_VERSION;
+	if (sc.nops > 0 && (c = find_cmd(table, sc.ops[0])) == NULL)
+		return usage_error(a,
+		    "%s: unknown command; see throttle --help", sc.ops[0]);
+	a->cmd = c;
+	if (sc.help)
+		return PARSE_HELP;
+	if (c == NULL)
+		return PARSE_NO_COMMAND;
+	for (i = 0; i < a->ngiven; i++) {
+		const struct option_def *d = a->given[i];
+
+		if (d->flag != 0 && !(d->flag & c->options))
 			return usage_error(a,
-			    "%s: the key is empty; give a non-empty key",
-			    c->name);
-		if (a->keylen > KEY_MAX)
-			return usage_error(a,
-			    "%s: the key is %zu bytes, longer than the %d "
-			    "allowed",
-			    c->name, a->keylen, KEY_MAX);
+			    "%s: --%s does not apply to this command; see "
+			    "throttle help %s",
+			    c->name, d->name, c->name);
+		if (d->set != NULL && d->set(a, d, a->given_values[i]) == -1)
+			return -1;
 	}
-	return PARSE_RUN;
+	return take_operands(a, c, &sc) == -1 ? -1 : PARSE_RUN;
 }

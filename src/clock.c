@@ -19,10 +19,10 @@
 int
 clock_now(int64_t *now, const char **errstr)
 {
-	const char *s = getenv("THROTTLE_NOW");
+	const char *s = clock_pinned_text();
 	struct timespec ts;
 
-	if (s != NULL && *s != '\0')
+	if (s != NULL)
 		return parse_time(s, now, errstr);
 	if (clock_gettime(CLOCK_REALTIME, &ts) == -1 || ts.tv_sec < 0) {
 		*errstr = "cannot be read from the system clock";
@@ -36,9 +36,16 @@ clock_now(int64_t *now, const char **errstr)
 int
 clock_pinned(void)
 {
+	return clock_pinned_text() != NULL;
+}
+
+/* THROTTLE_NOW as given, for messages, or NULL if the clock is real. */
+const char *
+clock_pinned_text(void)
+{
 	const char *s = getenv("THROTTLE_NOW");
 
-	return s != NULL && *s != '\0';
+	return s != NULL && *s != '\0' ? s : NULL;
 }
 
 /* Microseconds on the monotonic clock, for waits that clock steps spare. */

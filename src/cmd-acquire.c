@@ -60,7 +60,7 @@ acquire_exec(struct ctx *c, const struct args *a, struct answer *ans)
 const struct cmd_entry cmd_acquire_entry = {
 	.name = "acquire",
 	.args = "KEY --concurrency N [--ttl DURATION] [--owner PID] "
-		"[--priority LEVEL] [--reserve R] [--wait[=MAX]]",
+		"[--priority LEVEL] [--reserve R] [--wait [MAX]]",
 	.summary = "take one of N slots and print its lease id (exit 0), or "
 		   "exit 1 when all are held",
 	.options =

@@ -42,7 +42,7 @@ check_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_consume_entry = {
 	.name = "consume",
-	.args = DECIDE_ARGS " [--wait[=MAX]]",
+	.args = DECIDE_ARGS " [--wait [MAX]]",
 	.summary = "take --cost units if the limit allows it now (exit 0), "
 		   "else change nothing (exit 1)",
 	.options = DECIDE_OPTS | CMDOPT_WAIT,

@@ -29,9 +29,16 @@
  *	5. When refused, the command does not run: exit 75 (EX_TEMPFAIL) or
  *	   --conflict-exit-code, with one line on stderr unless -q.
  *	6. The command gets stdout: run writes nothing there.
- *	7. At a terminal, the job's group is the foreground group while it
- *	   runs, as a shell would make it, so it can read the terminal and ^C
- *	   reaches it.
+ *	7. In the foreground of a terminal the job stays in the wrapper's
+ *	   process group (the shell's job), as `time` or `nice` leave it: it
+ *	   reads the terminal, ^C and ^Z reach it and the wrapper together,
+ *	   and the wrapper passes on only the signals sent to it alone.  The
+ *	   lease then names that group: after a kill -9 of the wrapper the
+ *	   slot is held while any process of it started with or after the
+ *	   job lives; background processes the job leaves behind do not hold
+ *	   the slot after the wrapper exits.
+ *	8. The wrapper ignores SIGPIPE (a reader that went away must not hide
+ *	   a decision's exit status); the command gets it back at its default.
  */
 #include <sys/wait.h>
 #ifdef __linux__
@@ -49,13 +56,18 @@
 #define EXIT_NOT_FOUND 127
 #define EXIT_CANNOT_RUN 126
 
-static volatile sig_atomic_t job_group;
+static volatile sig_atomic_t job_group; /* kill(-job_group): its group */
+static volatile sig_atomic_t job_pid; /* kill(job_pid): at a terminal */
 
 static void
-forward(int sig)
+forward(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
 	if (job_group > 0)
 		kill(-(pid_t)job_group, sig);
+	/* from the terminal (SI_KERNEL), the job has it already */
+	else if (job_pid > 0 && (si == NULL || si->si_code != SI_KERNEL))
+		kill((pid_t)job_pid, sig);
 }
 
 /* The exit status for a command that could not be executed. */
@@ -66,14 +78,43 @@ cannot_run(int err)
 					       : EXIT_CANNOT_RUN;
 }
 
+/* Close whichever of two pipes were made. */
+static void
+close_all(int go[2], int report[2])
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (go[i] >= 0)
+			close(go[i]);
+		if (report[i] >= 0)
+			close(report[i]);
+	}
+}
+
 /* A job started and held before its exec (start_job()). */
 struct job {
 	pid_t pid; /* its first process, and its process group */
 	int64_t start; /* when it started, ticks after boot */
 	int go; /* a byte lets it exec; closing it unwritten ends it */
 	int report; /* an errno if its exec failed, else end of file */
-	int tty; /* the terminal whose foreground it takes, or -1 */
+	int own_group; /* in a group of its own (not at a terminal) */
+	pid_t group; /* the group the lease names */
+	int64_t group_start; /* no process of it older than this counts */
 };
+
+/* Nonzero if this process is in the foreground of its terminal. */
+static int
+at_terminal(void)
+{
+	int fd, fg;
+
+	if ((fd = open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC)) == -1)
+		return 0;
+	fg = tcgetpgrp(fd) == getpgrp();
+	close(fd);
+	return fg;
+}
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP };
 
@@ -92,12 +133,12 @@ start_job(const struct args *a, struct job *j)
 	size_t i;
 
 	memset(j, 0, sizeof(*j));
-	j->tty = isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp()
-	    ? STDIN_FILENO
-	    : -1;
+	j->own_group = !at_terminal();
+	go[0] = go[1] = report[0] = report[1] = -1;
 	if (pipe(go) == -1 || pipe(report) == -1) {
 		log_msg("run: cannot start %s: %s", a->command[0],
 		    strerror(errno));
+		close_all(go, report);
 		return -1;
 	}
 	fcntl(go[1], F_SETFD, FD_CLOEXEC);
@@ -112,10 +153,12 @@ start_job(const struct args *a, struct job *j)
 		log_msg("run: cannot start %s: %s", a->command[0],
 		    strerror(errno));
 		sigprocmask(SIG_SETMASK, &old, NULL);
+		close_all(go, report);
 		return -1;
 	}
 	if (j->pid == 0) {
-		setpgid(0, 0);
+		if (j->own_group)
+			setpgid(0, 0);
 #ifdef __linux__
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		if (getppid() != parent)
@@ -130,6 +173,7 @@ start_job(const struct args *a, struct job *j)
 		if (c != 'g')
 			_exit(0);
 		close(go[0]);
+		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		execvp(a->command[0], a->command);
 		err = errno;
@@ -139,7 +183,8 @@ start_job(const struct args *a, struct job *j)
 			_exit(cannot_run(err));
 		_exit(cannot_run(err));
 	}
-	setpgid(j->pid, j->pid); /* also here: no race with the child's own */
+	if (j->own_group)
+		setpgid(j->pid, j->pid); /* also here: no race with its own */
 	sigprocmask(SIG_SETMASK, &old, NULL);
 	close(go[0]);
 	close(report[1]);
@@ -147,22 +192,9 @@ start_job(const struct args *a, struct job *j)
 	j->report = report[0];
 	if (host_pid_start(j->pid, &j->start) == -1)
 		j->start = 0;
+	j->group = j->own_group ? j->pid : getpgrp();
+	j->group_start = j->start;
 	return 0;
-}
-
-/* Make the terminal's foreground group g, as a shell does. */
-static void
-foreground(int tty, pid_t g)
-{
-	sigset_t ttou, old;
-
-	if (tty < 0)
-		return;
-	sigemptyset(&ttou);
-	sigaddset(&ttou, SIGTTOU);
-	sigprocmask(SIG_BLOCK, &ttou, &old);
-	tcsetpgrp(tty, g);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 }
 
 /*
@@ -177,12 +209,14 @@ run_job(const struct args *a, struct job *j, int *ran)
 	ssize_t n;
 	size_t i;
 
-	foreground(j->tty, j->pid);
-	job_group = j->pid;
+	if (j->own_group)
+		job_group = j->pid;
+	else
+		job_pid = j->pid;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = forward;
+	sa.sa_sigaction = forward;
 	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = SA_RESTART;
+	sa.sa_flags = SA_RESTART | SA_SIGINFO;
 	for (i = 0; i < sizeof(forwarded) / sizeof(*forwarded); i++)
 		sigaction(forwarded[i], &sa, NULL);
 	while (write(j->go, "g", 1) == -1 && errno == EINTR)
@@ -196,13 +230,11 @@ run_job(const struct args *a, struct job *j, int *ran)
 		if (errno != EINTR) {
 			log_msg("run: lost track of %s: %s", a->command[0],
 			    strerror(errno));
-			job_group = 0;
-			foreground(j->tty, getpgrp());
+			job_group = job_pid = 0;
 			return EXIT_CANNOT_RUN;
 		}
 	}
-	job_group = 0;
-	foreground(j->tty, getpgrp());
+	job_group = job_pid = 0;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
 	if (WIFSIGNALED(status))
@@ -269,8 +301,10 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	fflush(NULL);
+	signal(SIGPIPE, SIG_DFL);
 	execvp(a->command[0], a->command);
 	err = errno;
+	signal(SIGPIPE, SIG_IGN);
 	log_msg("run: %s: %s; its unit is given back", a->command[0],
 	    strerror(err));
 	rate_refund(c, a);
@@ -287,6 +321,8 @@ group_lingers(const struct job *j)
 {
 	int i;
 
+	if (!j->own_group)
+		return 0; /* the group is the shell's job, the wrapper's too */
 	for (i = 0; i < 25; i++) {
 		if (!host_group_alive(j->pid, j->start))
 			return 0;
@@ -313,8 +349,8 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	memset(&who, 0, sizeof(who));
 	who.pid = getpid();
-	who.pgid = j.pid;
-	who.pgid_start = j.start;
+	who.pgid = j.group;
+	who.pgid_start = j.group_start;
 	taken = concurrency_wait(c, a, &who, a->has_ttl ? a->ttl : 0, &l, &seen,
 	    ans);
 	/* no descriptor of the store stays open while the job runs */
@@ -363,7 +399,7 @@ run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 const struct cmd_entry cmd_run_entry = {
 	.name = "run",
 	.args = "KEY --limit N/PERIOD [limit options] | --concurrency N "
-		"[lease options] [--wait[=MAX]] [--conflict-exit-code N] -- "
+		"[lease options] [--wait [MAX]] [--conflict-exit-code N] -- "
 		"COMMAND [ARGS...]",
 	.summary = "run COMMAND if the limit allows it (a rate, or a slot held "
 		   "while it runs); exit with its status",

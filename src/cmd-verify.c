@@ -4,7 +4,8 @@
  * only the pages of its key, and SQLite checks those as it reads them; a
  * corruption elsewhere in the file is found here: SQLite's integrity_check
  * (--quick: quick_check) of every page, then every record read as a
- * command would read it.  Reads only; exit 0 if all is well, 3 if not.
+ * command would read it.  Reads only; exit 0 if all is well, 3 if not, 1
+ * if there is no state file at all.
  */
 #include <string.h>
 
@@ -42,9 +43,16 @@ verify_body(struct ctx *c, void *arg, struct answer *ans)
 	struct tally *t = arg;
 	const struct args *a = t->a;
 
+	int rc;
+
 	t->keys = t->leases = 0;
-	if (store_verify(c->store, a->quick) == -1 ||
-	    store_list(c->store, count_key, t) == -1 ||
+	if ((rc = store_verify(c->store, a->quick)) == -2) {
+		/* nothing to check is not a damaged store: exit 1 */
+		answer_say(ans, MSG_NOTICE, "%s", store_error(c->store));
+		ans->rc = EXIT_REFUSED;
+		return -1;
+	}
+	if (rc == -1 || store_list(c->store, count_key, t) == -1 ||
 	    store_lease_list(c->store, NULL, 0, count_lease, t) == -1)
 		return ctx_fail(c, ans);
 	return 0;

@@ -11,6 +11,20 @@
 
 #include "throttle.h"
 
+/* Nonzero if words (separated by spaces) holds word. */
+static int
+has_word(const char *words, const char *word)
+{
+	size_t n = strlen(word);
+	const char *p;
+
+	for (p = words; n > 0 && (p = strstr(p, word)) != NULL; p += n)
+		if ((p == words || p[-1] == ' ') &&
+		    (p[n] == ' ' || p[n] == '\0'))
+			return 1;
+	return 0;
+}
+
 /*
  * Build the context of a command line.  0, or -1 with a usage error in
  * the answer (a bad THROTTLE_FORMAT, THROTTLE_NOW, or --db).
@@ -46,10 +60,10 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	store_display(c->db, c->dbname, sizeof(c->dbname));
 	if (clock_now(&c->now, &err) == -1)
 		return answer_usage(ans, "THROTTLE_NOW: '%s' %s",
-		    getenv("THROTTLE_NOW"), err);
+		    clock_pinned_text(), err);
 	c->read_only = cmd->reads_only ||
 	    (cmd->reads_only_with != NULL && a->operand != NULL &&
-		strstr(cmd->reads_only_with, a->operand) != NULL);
+		has_word(cmd->reads_only_with, a->operand));
 	return 0;
 }
 

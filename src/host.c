@@ -139,7 +139,13 @@ host_group_alive(int64_t pgid, int64_t start)
 	int alive = 0;
 
 	snprintf(path, sizeof(path), "%s", proc_root());
-	if (pgid <= 0 || (d = opendir(path)) == NULL)
+	if (pgid <= 0)
+		return 0;
+	/* a leader started after the job: its id was free, so the job's
+	 * group is gone and this is another's */
+	if (host_pid_start(pgid, &st) == 0 && st > start)
+		return 0;
+	if ((d = opendir(path)) == NULL)
 		return 0;
 	while (!alive && (e = readdir(d)) != NULL) {
 		if (e->d_name[0] < '1' || e->d_name[0] > '9')

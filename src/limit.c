@@ -47,6 +47,20 @@ limit_validate(const struct limit *l, const char **errstr)
 	return 0;
 }
 
+/*
+ * The longest a limit can ask a caller to wait from rest, in us: a
+ * period, or the time to earn back a burst larger than N.
+ */
+int64_t
+limit_horizon(const struct limit *l)
+{
+	/* burst * period / count, rounded up: <= DURATION_MAX (above) */
+	int64_t tau =
+	    (int64_t)(((i128)l->burst * l->period + l->count - 1) / l->count);
+
+	return (tau > l->period ? tau : l->period) + l->granularity;
+}
+
 /* Nonzero if two limits are the same in every parameter. */
 int
 limit_same(const struct limit *a, const struct limit *b)
@@ -60,12 +74,15 @@ limit_same(const struct limit *a, const struct limit *b)
  * The state to decide on at now under limit l, given what a key has stored
  * (rec, if found), written into out (with room for rec's slots).  The same
  * algorithm carries the state over, converting it if the parameters
- * changed; another algorithm starts the key afresh.  A state saved at a
- * later time than now (the clock was ahead then, or has stepped back) is
- * first moved back by the difference, so the key reads now as it read
- * when it was saved: never refused for longer than its own limit allows
- * from now.  1 if the state was moved (save it even on a refusal, or the
- * next call moves it again), else 0.
+ * changed; another algorithm starts the key afresh.  A state saved later
+ * than now by more than the limit's horizon (the clock was far ahead
+ * then, or has stepped far back) is first moved back by the difference,
+ * so the key reads now as it read when it was saved: never refused for
+ * longer than twice its own limit allows from now.  A smaller step is
+ * left to the algorithm, which waits it out: moving the state for every
+ * small step back (racing callers, NTP slewing) would hand back a little
+ * allowance each time the clock wobbles.  1 if the state was moved (save
+ * it even on a refusal, or the next call moves it again), else 0.
  */
 int
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
@@ -84,7 +101,7 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		for (i = 0; i < rec->state.nslots; i++)
 			out->slots[out->nslots++] = rec->state.slots[i];
 	}
-	if (rec->written_at <= now)
+	if (rec->written_at <= now || rec->written_at - now <= limit_horizon(l))
 		return 0;
 	l->algo->shift(l, out, now - rec->written_at);
 	return 1;

@@ -2,22 +2,41 @@
  * main.c: throttle decides whether an action keyed by a string may happen
  * now, under a limit whose state it keeps in a file shared by every caller.
  */
+#include <poll.h>
+#include <unistd.h>
+
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include "throttle.h"
+
+/* Nonzero if stdout is a pipe whose reader has gone (as `| head` does). */
+static int
+reader_left(void)
+{
+	struct pollfd p = { .fd = STDOUT_FILENO, .events = 0, .revents = 0 };
+
+	return errno == EPIPE ||
+	    (poll(&p, 1, 0) == 1 && (p.revents & POLLERR) != 0);
+}
 
 int
 main(int argc, char **argv)
 {
 	int rc;
 
-	rc = cmd_main(argc, argv);
 	/*
-	 * A decision is committed before it is printed; if stdout cannot be
-	 * written, say so, but keep the exit code: it is still the truth.
+	 * A decision is committed before it is printed: a reader that went
+	 * away (EPIPE) must not turn its exit status into a signal's.
 	 */
-	if (fflush(stdout) == EOF || ferror(stdout))
-		log_msg("standard output: %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+	rc = cmd_main(argc, argv);
+	/* if stdout cannot be written, say so (unless its reader simply
+	 * left), but keep the exit code: it is still the truth */
+	errno = 0;
+	if ((fflush(stdout) == EOF || ferror(stdout)) && !reader_left())
+		log_msg("standard output: %s",
+		    errno != 0 ? strerror(errno) : "a write failed");
 	return rc;
 }

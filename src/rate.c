@@ -51,16 +51,19 @@ rate_usable(const struct args *a, struct answer *ans)
 }
 
 /*
- * The key's lockout as it stands at now: one saved at a later time (the
- * clock was ahead, or stepped back) is moved back by the difference, so it
- * never lasts longer than it did when it began.  1 if moved (save it).
+ * The key's lockout as it stands at now: one begun later than now by more
+ * than its own length (the clock was far ahead, or stepped far back) is
+ * moved back by the difference, so it never lasts longer than twice its
+ * length; a smaller step is waited out (see limit_carry()).  1 if moved
+ * (save it).
  */
 static int
 lockout_carry(struct lockout *k, int64_t now)
 {
 	int64_t back;
 
-	if (k->until == 0 || k->since <= now)
+	if (k->until == 0 || k->since <= now || k->until == LOCKOUT_NEVER ||
+	    k->since - now <= k->until - k->since)
 		return 0;
 	back = k->since - now;
 	if (k->until != LOCKOUT_NEVER)

@@ -1,32 +1,33 @@
 /*
  * store-redis.c: the store in a Redis server, for limits that must hold
- * across machines.  The same C code decides; Redis only keeps the state.
+ * across machines.  The same C code decides; Redis only keeps the records
+ * (record.c's bytes, as every store keeps them).
  *
- *	1. Layout, under the prefix P (?prefix=, default "throttle:"):
- *		P k:KEY		hash: limit index -> the limit's record
- *		P o:KEY		string: when the key's lockout ends (us)
- *		P l:KEY		hash: lease id -> the lease
- *		P s:KEY		string: a shedder's "amount changed"
- *		P policies	hash: policy name -> its options
- *	   Records are text ("gcra 5 900000000 5 0 s1 s2 s3 rest_at
- *	   written_at"), a sliding window's sub-windows after a newline in
- *	   throttle's varint encoding; a lease is its fields one per line; a
- *	   lockout "until since".  A value that does not parse, or a key of
- *	   the wrong type, is refused, never decided on; store.c checks the
- *	   values of what does parse, as it does for every store.
- *	2. A write transaction is optimistic (compare-and-set): every Redis
- *	   key it reads is WATCHed first, its writes are queued here and sent
- *	   at commit as one MULTI ... EXEC, which Redis refuses if a watched
- *	   key changed meanwhile; the command then runs again (STORE_RETRY),
- *	   for at most --lock-timeout.  So any number of hosts never admit
- *	   more than the limit.
- *	3. Every key but the policies expires on its own: a limit's hash
- *	   when all its limits are back at rest, a lockout when it ends, a
- *	   lease hash when its last lease would end, plus MARGIN_MS.
- *	4. Time is the server's (TIME), so hosts with skewed clocks agree;
- *	   THROTTLE_NOW still pins it for tests.
+ *	1. Layout, under the prefix P (?prefix=, default "throttle:"): every
+ *	   record of a key is a field of one hash, P{KEY}, so all of a key is
+ *	   one Redis key (one hash slot): "k0".."k7" its limits, "o" its
+ *	   lockout, "l" + id its leases, "s" its shedder.  Policies are the
+ *	   fields of P + "policies".  Throttle 0.1 kept a key in four keys
+ *	   (P k:KEY, P o:KEY, P l:KEY, P s:KEY): those are still read, merged,
+ *	   and moved, as they are, into P{KEY} by the first write transaction
+ *	   on the key (even one that is refused), or by gc, which moves
+ *	   every one it finds.
+ *	2. A write transaction is optimistic (compare-and-set): the keys it
+ *	   reads are WATCHed first, in the same round trip as the read and the
+ *	   server's TIME; its writes go at commit as one MULTI ... EXEC, which
+ *	   Redis refuses if a watched key changed meanwhile; the command then
+ *	   runs again (STORE_RETRY), for at most --lock-timeout.  So any number
+ *	   of hosts never admit more than the limit, in two round trips a
+ *	   decision.
+ *	3. A key's hash expires on its own when the last of its records may be
+ *	   forgotten (record_expiry()), plus MARGIN_MS; one with a record kept
+ *	   forever (a lease without a TTL) does not expire.
+ *	4. Time is the server's (TIME, read after the key, so decisions on a
+ *	   key happen in the order of their times), so hosts with skewed
+ *	   clocks agree; THROTTLE_NOW still pins it for tests.
  *	5. Messages name the server as redis://HOST:PORT/DB or the socket,
- *	   never the password.
+ *	   never the password.  A value of another type under the prefix is
+ *	   refused, never decided on.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -40,27 +41,36 @@
 
 #include "throttle.h"
 
-#define MARGIN_MS 60000 /* keys outlive their state by this much */
-#define SHED_TTL_MS (24LL * 3600 * 1000)
+#define MARGIN_MS 60000 /* keys outlive their records by this much */
 #define PREFIX_MAX 128
-#define QUEUE_MAX 64 /* writes in one transaction */
+#define TRIES 10 /* gc's compare-and-set on one key, at most */
+#define BATCH 128 /* keys read in one round trip by a scan */
 
-/* A Redis hash read in this transaction: fields and values. */
-struct hash {
-	char *rkey; /* the Redis key */
-	size_t rlen;
-	int kind; /* 'k' limits, 'l' leases */
-	int n, cap;
-	char **name, **val;
-	size_t *nlen, *vlen;
-	int touched; /* written: set its expiry at commit */
+/* A field of a key's hash: one record. */
+struct hfield {
+	char *name;
+	size_t nlen;
+	char *val;
+	size_t vlen;
 };
 
-/* A queued write: one Redis command. */
+/* One key's hash, as this transaction read it, with its writes applied. */
+struct khash {
+	char *key; /* the throttle key */
+	size_t keylen;
+	char *rkey; /* P{KEY} */
+	size_t rlen;
+	struct hfield *f;
+	int n, cap;
+	int touched; /* written: rewritten at commit */
+	int old; /* read from throttle 0.1's keys: those go at commit */
+};
+
+/* A queued write of a policy: one Redis command. */
 struct qcmd {
 	int argc;
-	char *argv[5];
-	size_t len[5];
+	char *argv[4];
+	size_t len[4];
 };
 
 struct rs {
@@ -70,18 +80,18 @@ struct rs {
 	char *err;
 	size_t errlen;
 	int64_t lock_timeout;
-	int64_t now; /* the command's time, for expiries */
 	int write, watched;
 	int64_t first_try; /* monotonic, when this decision began */
-	struct hash *h;
+	struct khash *h;
 	int nh, caph;
-	struct qcmd q[QUEUE_MAX];
-	int nq;
+	struct qcmd *q;
+	int nq, capq;
+	int64_t time; /* the server's TIME, read with the last key */
+	int has_time;
 };
 
 static void
 set_err(struct rs *, const char *, ...) __attribute__((format(printf, 2, 3)));
-static int rs_commit(void *);
 
 static void
 set_err(struct rs *rs, const char *fmt, ...)
@@ -117,20 +127,14 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		set_err(rs, "%s: an unexpected reply", what);
 }
 
-/* The Redis key P + tag + key, in a new buffer. */
-static char *
-rkey(const struct rs *rs, char tag, const char *key, size_t keylen, size_t *len)
+/* A reply that is an error, or none: the message set, nonzero. */
+static int
+bad_reply(struct rs *rs, const redisReply *r, const char *what)
 {
-	size_t p = strlen(rs->prefix);
-	char *k = xmalloc(p + 2 + keylen + 1);
-
-	memcpy(k, rs->prefix, p);
-	k[p] = tag;
-	k[p + 1] = ':';
-	memcpy(k + p + 2, key, keylen);
-	k[p + 2 + keylen] = '\0';
-	*len = p + 2 + keylen;
-	return k;
+	if (r != NULL && r->type != REDIS_REPLY_ERROR)
+		return 0;
+	reply_err(rs, r, what);
+	return 1;
 }
 
 /* Run one command now: its reply, or NULL with the error set. */
@@ -140,8 +144,7 @@ run(struct rs *rs, const char *what, int argc, const char **argv,
 {
 	redisReply *r = redisCommandArgv(rs->c, argc, argv, len);
 
-	if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-		reply_err(rs, r, what);
+	if (bad_reply(rs, r, what)) {
 		if (r != NULL)
 			freeReplyObject(r);
 		return NULL;
@@ -149,59 +152,360 @@ run(struct rs *rs, const char *what, int argc, const char **argv,
 	return r;
 }
 
-/* WATCH a key before reading it, in a write transaction. */
-static int
-watch(struct rs *rs, const char *k, size_t klen)
+/* A new buffer holding the n bytes of a, then of b, then of c. */
+static char *
+cat3(const char *a, size_t an, const char *b, size_t bn, const char *c,
+    size_t cn, size_t *len)
 {
-	const char *argv[2] = { "WATCH", k };
-	size_t len[2] = { 5, klen };
-	redisReply *r;
+	char *p = xmalloc(an + bn + cn + 1);
 
-	if (!rs->write)
+	memcpy(p, a, an);
+	memcpy(p + an, b, bn);
+	memcpy(p + an + bn, c, cn);
+	p[an + bn + cn] = '\0';
+	*len = an + bn + cn;
+	return p;
+}
+
+/* The hash of key: P{KEY}. */
+static char *
+hash_key(const struct rs *rs, const char *key, size_t keylen, size_t *len)
+{
+	char *a, *b;
+	size_t alen;
+
+	a = cat3(rs->prefix, strlen(rs->prefix), "{", 1, key, keylen, &alen);
+	b = cat3(a, alen, "}", 1, "", 0, len);
+	free(a);
+	return b;
+}
+
+/* Throttle 0.1's key of one kind of key's records: P + tag + ":" + KEY. */
+static char *
+old_key(const struct rs *rs, char tag, const char *key, size_t keylen,
+    size_t *len)
+{
+	char t[2] = { tag, ':' };
+
+	return cat3(rs->prefix, strlen(rs->prefix), t, 2, key, keylen, len);
+}
+
+static const char old_tags[] = "kols"; /* limits, lockout, leases, shed */
+
+/* The record kind and id of a hash field, or 0 if it is none. */
+static int
+field_kind(const char *name, size_t nlen, const char **id, size_t *idlen)
+{
+	*id = name + 1;
+	*idlen = nlen > 0 ? nlen - 1 : 0;
+	if (nlen == 0)
 		return 0;
-	if ((r = run(rs, "watching a key", 2, argv, len)) == NULL)
-		return -1;
-	freeReplyObject(r);
-	rs->watched = 1;
+	switch (name[0]) {
+	case 'k':
+		return nlen == 2 ? REC_LIMIT : 0;
+	case 'o':
+		return nlen == 1 ? REC_LOCKOUT : 0;
+	case 'l':
+		return nlen == 1 + LEASE_ID_LEN ? REC_LEASE : 0;
+	case 's':
+		return nlen == 1 ? REC_SHED : 0;
+	}
 	return 0;
 }
 
-/* Queue a write for the commit. */
+/* The hash field of a record. */
+static size_t
+field_name(int kind, const char *id, size_t idlen, char *buf)
+{
+	static const char tag[] = "?kols";
+
+	buf[0] = tag[kind >= REC_LIMIT && kind <= REC_SHED ? kind : REC_SHED];
+	memcpy(buf + 1, id, idlen);
+	return idlen + 1;
+}
+
+static void
+free_hash(struct khash *h)
+{
+	int i;
+
+	for (i = 0; i < h->n; i++) {
+		free(h->f[i].name);
+		free(h->f[i].val);
+	}
+	free(h->f);
+	free(h->key);
+	free(h->rkey);
+	memset(h, 0, sizeof(*h));
+}
+
+/* Set field name to val in h (a copy of each). */
+static void
+hash_set(struct khash *h, const char *name, size_t nlen, const char *val,
+    size_t vlen)
+{
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		if (h->f[i].nlen == nlen &&
+		    memcmp(h->f[i].name, name, nlen) == 0)
+			break;
+	if (i == h->n) {
+		if (h->n == h->cap) {
+			h->cap = h->cap ? h->cap * 2 : 8;
+			h->f = xrealloc(h->f, (size_t)h->cap * sizeof(*h->f));
+		}
+		h->f[i].name = cat3(name, nlen, "", 0, "", 0, &h->f[i].nlen);
+		h->n++;
+	} else
+		free(h->f[i].val);
+	h->f[i].val = cat3(val, vlen, "", 0, "", 0, &h->f[i].vlen);
+}
+
+static void
+hash_del(struct khash *h, int i)
+{
+	free(h->f[i].name);
+	free(h->f[i].val);
+	h->f[i] = h->f[--h->n];
+}
+
 static int
+has_field(const struct khash *h, const char *name, size_t nlen)
+{
+	int i;
+
+	for (i = 0; i < h->n; i++)
+		if (h->f[i].nlen == nlen &&
+		    memcmp(h->f[i].name, name, nlen) == 0)
+			return 1;
+	return 0;
+}
+
+static int
+cmp_field(const void *x, const void *y)
+{
+	const struct hfield *a = x, *b = y;
+	const char *ai, *bi;
+	size_t al, bl;
+	int ka = field_kind(a->name, a->nlen, &ai, &al);
+	int kb = field_kind(b->name, b->nlen, &bi, &bl);
+	int c;
+
+	if (ka != kb)
+		return ka < kb ? -1 : 1;
+	c = memcmp(ai, bi, al < bl ? al : bl);
+	return c != 0 ? c : al < bl ? -1 : al > bl;
+}
+
+/* Add the fields of an HGETALL reply (prefixed with tag if not 0). */
+static int
+add_fields(struct rs *rs, struct khash *h, const redisReply *r, char tag,
+    int only_missing)
+{
+	char name[2 + LEASE_ID_LEN + 64];
+	size_t i, n;
+
+	if (r->type == REDIS_REPLY_NIL)
+		return 0;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
+		reply_err(rs, NULL, "reading a key");
+		return -1;
+	}
+	for (i = 0; i < r->elements; i += 2) {
+		const redisReply *k = r->element[i], *v = r->element[i + 1];
+
+		if (k->type != REDIS_REPLY_STRING ||
+		    v->type != REDIS_REPLY_STRING || k->len > 64) {
+			reply_err(rs, NULL, "reading a key");
+			return -1;
+		}
+		n = 0;
+		if (tag != 0)
+			name[n++] = tag;
+		memcpy(name + n, k->str, k->len);
+		n += k->len;
+		if (only_missing && has_field(h, name, n))
+			continue;
+		hash_set(h, name, n, v->str, v->len);
+	}
+	return 0;
+}
+
+/* Add a GET reply as field tag (only if the hash has none). */
+static int
+add_string(struct rs *rs, struct khash *h, const redisReply *r, char tag)
+{
+	if (r->type == REDIS_REPLY_NIL || has_field(h, &tag, 1))
+		return 0;
+	if (r->type != REDIS_REPLY_STRING) {
+		set_err(rs,
+		    "holds a value under the prefix '%s' that this throttle "
+		    "cannot read",
+		    rs->prefix);
+		return -1;
+	}
+	hash_set(h, &tag, 1, r->str, r->len);
+	return 1;
+}
+
+/*
+ * Read key's hash into h, with throttle 0.1's keys merged into it (h->old
+ * set if there were any), WATCHing them all first when watch; and the
+ * server's TIME after them, into rs->time.  One round trip.  0 or -1.
+ */
+static int
+read_key(struct rs *rs, const char *key, size_t keylen, int watch,
+    struct khash *h)
+{
+	const char *argv[2 + 4];
+	size_t len[2 + 4], olen[4];
+	char *old[4];
+	redisReply *r = NULL;
+	int i, n = 0, ok = 0, got;
+
+	memset(h, 0, sizeof(*h));
+	h->key = cat3(key, keylen, "", 0, "", 0, &h->keylen);
+	h->rkey = hash_key(rs, key, keylen, &h->rlen);
+	for (i = 0; i < 4; i++)
+		old[i] = old_key(rs, old_tags[i], key, keylen, &olen[i]);
+	if (watch) {
+		argv[0] = "WATCH";
+		len[0] = 5;
+		argv[1] = h->rkey;
+		len[1] = h->rlen;
+		for (i = 0; i < 4; i++) {
+			argv[2 + i] = old[i];
+			len[2 + i] = olen[i];
+		}
+		redisAppendCommandArgv(rs->c, 6, argv, len);
+		n++;
+	}
+	argv[0] = "HGETALL";
+	len[0] = 7;
+	argv[1] = h->rkey;
+	len[1] = h->rlen;
+	redisAppendCommandArgv(rs->c, 2, argv, len);
+	for (i = 0; i < 4; i++) {
+		argv[0] = i == 0 || i == 2 ? "HGETALL" : "GET";
+		len[0] = strlen(argv[0]);
+		argv[1] = old[i];
+		len[1] = olen[i];
+		redisAppendCommandArgv(rs->c, 2, argv, len);
+	}
+	redisAppendCommand(rs->c, "TIME");
+	n += 6;
+	for (i = 0; i < n; i++) {
+		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
+		    r == NULL) {
+			reply_err(rs, NULL, "reading a key");
+			ok = -1;
+			break; /* the connection is gone: no more replies */
+		}
+		if (ok == 0 && bad_reply(rs, r, "reading a key"))
+			ok = -1;
+		else if (ok == 0) {
+			if (watch && i == 0) {
+				rs->watched = 1;
+			} else if (i == n - 1) {
+				if (r->type == REDIS_REPLY_ARRAY &&
+				    r->elements == 2 &&
+				    r->element[0]->type == REDIS_REPLY_STRING &&
+				    r->element[1]->type == REDIS_REPLY_STRING) {
+					rs->time = strtoll(r->element[0]->str,
+						       NULL, 10) *
+						US_PER_SEC +
+					    strtoll(r->element[1]->str, NULL,
+						10);
+					rs->has_time = 1;
+				}
+			} else {
+				int j = i - watch; /* 0 the hash, 1.. old */
+
+				if (j == 0)
+					ok = add_fields(rs, h, r, 0, 0);
+				else if (j == 1 || j == 3)
+					got = add_fields(rs, h, r,
+						  old_tags[j - 1], 1) == -1
+					    ? -1
+					    : r->type == REDIS_REPLY_ARRAY &&
+						r->elements > 0;
+				else
+					got = add_string(rs, h, r,
+					    old_tags[j - 1]);
+				if (j > 0 && got == -1)
+					ok = -1;
+				else if (j > 0 && got > 0)
+					h->old = 1;
+			}
+		}
+		freeReplyObject(r);
+		r = NULL;
+	}
+	for (i = 0; i < 4; i++)
+		free(old[i]);
+	if (ok == -1)
+		free_hash(h);
+	return ok;
+}
+
+/* The hash of a key, read once per transaction. */
+static struct khash *
+load(struct rs *rs, const char *key, size_t keylen)
+{
+	int i;
+
+	for (i = 0; i < rs->nh; i++)
+		if (rs->h[i].keylen == keylen &&
+		    memcmp(rs->h[i].key, key, keylen) == 0)
+			return &rs->h[i];
+	if (rs->nh == rs->caph) {
+		rs->caph = rs->caph ? rs->caph * 2 : 4;
+		rs->h = xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
+	}
+	if (read_key(rs, key, keylen, rs->write, &rs->h[rs->nh]) == -1)
+		return NULL;
+	if (rs->h[rs->nh].old && rs->write)
+		rs->h[rs->nh].touched = 1; /* moved into P{KEY} at commit */
+	return &rs->h[rs->nh++];
+}
+
+/* Call fn for the fields of h of the kinds in mask, in kind and id order. */
+static int
+each_field(struct khash *h, unsigned mask, store_rec_fn fn, void *arg)
+{
+	const char *id;
+	size_t idlen;
+	int i, kind, r;
+
+	if (h->n > 1)
+		qsort(h->f, (size_t)h->n, sizeof(*h->f), cmp_field);
+	for (i = 0; i < h->n; i++) {
+		kind = field_kind(h->f[i].name, h->f[i].nlen, &id, &idlen);
+		if (kind == 0 || !(mask & REC_MASK(kind)))
+			continue;
+		if ((r = fn(arg, kind, id, idlen, h->f[i].val, h->f[i].vlen)) !=
+		    0)
+			return r;
+	}
+	return 0;
+}
+
+/* Queue a write of the policies' hash for the commit. */
+static void
 queue(struct rs *rs, int argc, const char *const *argv, const size_t *len)
 {
 	struct qcmd *q;
 	int i;
 
-	if (rs->nq == QUEUE_MAX) {
-		set_err(rs, "too many writes in one transaction");
-		return -1;
+	if (rs->nq == rs->capq) {
+		rs->capq = rs->capq ? rs->capq * 2 : 4;
+		rs->q = xrealloc(rs->q, (size_t)rs->capq * sizeof(*rs->q));
 	}
 	q = &rs->q[rs->nq++];
 	q->argc = argc;
-	for (i = 0; i < argc; i++) {
-		q->argv[i] = xmalloc(len[i] + 1);
-		memcpy(q->argv[i], argv[i], len[i]);
-		q->argv[i][len[i]] = '\0';
-		q->len[i] = len[i];
-	}
-	return 0;
-}
-
-static void
-free_hash(struct hash *h)
-{
-	int i;
-
-	for (i = 0; i < h->n; i++) {
-		free(h->name[i]);
-		free(h->val[i]);
-	}
-	free(h->name);
-	free(h->val);
-	free(h->nlen);
-	free(h->vlen);
-	free(h->rkey);
+	for (i = 0; i < argc; i++)
+		q->argv[i] = cat3(argv[i], len[i], "", 0, "", 0, &q->len[i]);
 }
 
 /* Forget what this transaction read and queued. */
@@ -217,505 +521,45 @@ forget(struct rs *rs)
 		for (j = 0; j < rs->q[i].argc; j++)
 			free(rs->q[i].argv[j]);
 	rs->nq = 0;
-}
-
-static void
-hash_set(struct hash *h, const char *name, size_t nlen, const char *val,
-    size_t vlen)
-{
-	int i;
-
-	for (i = 0; i < h->n; i++)
-		if (h->nlen[i] == nlen && memcmp(h->name[i], name, nlen) == 0)
-			break;
-	if (i == h->n) {
-		if (h->n == h->cap) {
-			h->cap = h->cap ? h->cap * 2 : 8;
-			h->name =
-			    xrealloc(h->name, (size_t)h->cap * sizeof(char *));
-			h->val =
-			    xrealloc(h->val, (size_t)h->cap * sizeof(char *));
-			h->nlen =
-			    xrealloc(h->nlen, (size_t)h->cap * sizeof(size_t));
-			h->vlen =
-			    xrealloc(h->vlen, (size_t)h->cap * sizeof(size_t));
-		}
-		h->name[i] = xmalloc(nlen + 1);
-		memcpy(h->name[i], name, nlen);
-		h->name[i][nlen] = '\0';
-		h->nlen[i] = nlen;
-		h->n++;
-	} else
-		free(h->val[i]);
-	h->val[i] = xmalloc(vlen + 1);
-	memcpy(h->val[i], val, vlen);
-	h->val[i][vlen] = '\0';
-	h->vlen[i] = vlen;
-}
-
-static void
-hash_del(struct hash *h, int i)
-{
-	free(h->name[i]);
-	free(h->val[i]);
-	h->n--;
-	h->name[i] = h->name[h->n];
-	h->val[i] = h->val[h->n];
-	h->nlen[i] = h->nlen[h->n];
-	h->vlen[i] = h->vlen[h->n];
-}
-
-/* Read a hash into h (HGETALL; WATCHed in a write transaction). */
-static int
-read_hash(struct rs *rs, struct hash *h)
-{
-	const char *argv[2] = { "HGETALL", h->rkey };
-	size_t len[2] = { 7, h->rlen }, i;
-	redisReply *r;
-
-	if (watch(rs, h->rkey, h->rlen) == -1 ||
-	    (r = run(rs, "reading a key", 2, argv, len)) == NULL)
-		return -1;
-	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0) {
-		reply_err(rs, NULL, "reading a key");
-		freeReplyObject(r);
-		return -1;
-	}
-	for (i = 0; i < r->elements; i += 2)
-		if (r->element[i]->type == REDIS_REPLY_STRING &&
-		    r->element[i + 1]->type == REDIS_REPLY_STRING)
-			hash_set(h, r->element[i]->str, r->element[i]->len,
-			    r->element[i + 1]->str, r->element[i + 1]->len);
-	freeReplyObject(r);
-	return 0;
-}
-
-/* The hash of a key (kind 'k' or 'l'), read once per transaction. */
-static struct hash *
-get_hash(struct rs *rs, int kind, const char *key, size_t keylen)
-{
-	struct hash *h;
-	size_t rlen;
-	char *k = rkey(rs, (char)kind, key, keylen, &rlen);
-	int i;
-
-	for (i = 0; i < rs->nh; i++)
-		if (rs->h[i].rlen == rlen &&
-		    memcmp(rs->h[i].rkey, k, rlen) == 0) {
-			free(k);
-			return &rs->h[i];
-		}
-	if (rs->nh == rs->caph) {
-		rs->caph = rs->caph ? rs->caph * 2 : 4;
-		rs->h = xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
-	}
-	h = &rs->h[rs->nh];
-	memset(h, 0, sizeof(*h));
-	h->rkey = k;
-	h->rlen = rlen;
-	h->kind = kind;
-	if (read_hash(rs, h) == -1) {
-		free_hash(h);
-		return NULL;
-	}
-	rs->nh++;
-	return h;
-}
-
-/* Parse n space-separated integers from s; the rest in *end.  0 or -1. */
-static int
-ints(const char *s, int64_t *v, int n, const char **end)
-{
-	char *e;
-	int i;
-
-	for (i = 0; i < n; i++) {
-		if (*s != ' ' && i > 0)
-			return -1;
-		if (i > 0)
-			s++;
-		errno = 0;
-		v[i] = strtoll(s, &e, 10);
-		if (e == s || errno != 0)
-			return -1;
-		s = e;
-	}
-	*end = s;
-	return 0;
-}
-
-/* A limit's record from its text; 0, or -1 with the error set. */
-static int
-decode(struct rs *rs, const char *val, size_t vlen, struct keyrec *rec)
-{
-	char name[32];
-	const char *sp = memchr(val, ' ', vlen), *end, *nl;
-	int64_t v[4 + STATE_FIELDS + 1], n;
-	size_t i;
-
-	rec->state.slots = NULL;
-	rec->state.nslots = 0;
-	if (sp == NULL || (size_t)(sp - val) >= sizeof(name))
-		goto bad;
-	memcpy(name, val, (size_t)(sp - val));
-	name[sp - val] = '\0';
-	if ((rec->limit.algo = algo_find(name)) == NULL ||
-	    strcmp(rec->limit.algo->name, name) != 0) {
-		set_err(rs,
-		    "holds a key with an unknown algorithm '%.32s' (written by "
-		    "a newer throttle?)",
-		    name);
-		return -1;
-	}
-	if (ints(sp + 1, v, 4 + STATE_FIELDS + 1, &end) == -1)
-		goto bad;
-	rec->limit.count = v[0];
-	rec->limit.period = v[1];
-	rec->limit.burst = v[2];
-	rec->limit.granularity = v[3];
-	for (i = 0; i < STATE_FIELDS; i++)
-		rec->state.v[i] = v[4 + i];
-	rec->rest_at = v[4 + STATE_FIELDS];
-	rec->written_at = 0; /* records of throttle 0.1 have none */
-	if (*end == ' ' && ints(end + 1, &rec->written_at, 1, &end) == -1)
-		goto bad;
-	nl = end;
-	if (nl == val + vlen)
-		return 0;
-	if (*nl != '\n')
-		goto bad;
-	nl++;
-	vlen = (size_t)(val + vlen - nl); /* the sub-windows' bytes */
-	rec->state.slots = xcalloc(vlen / 2 + 1, sizeof(struct slot));
-	if ((n = slots_decode((const unsigned char *)nl, vlen, rec->state.slots,
-		 vlen / 2 + 1)) < 0) {
-		free(rec->state.slots);
-		rec->state.slots = NULL;
-		goto bad;
-	}
-	rec->state.nslots = (size_t)n;
-	return 0;
-bad:
-	set_err(rs,
-	    "holds a key whose state this throttle cannot read (throttle "
-	    "reset the key to start it afresh)");
-	return -1;
-}
-
-/* An index field name ("0".."7"): its value, or -1. */
-static int
-field_idx(const char *name, size_t len)
-{
-	if (len != 1 || name[0] < '0' || name[0] >= '0' + LIMITS_MAX)
-		return -1;
-	return name[0] - '0';
-}
-
-/* Milliseconds from the command's time until at, plus the margin. */
-static long long
-ttl_ms(const struct rs *rs, int64_t at)
-{
-	int64_t ms = (at - rs->now) / 1000 + MARGIN_MS;
-
-	return ms < MARGIN_MS ? MARGIN_MS : (long long)ms;
-}
-
-static int
-rs_begin(void *p, int write)
-{
-	struct rs *rs = p;
-
-	forget(rs);
-	rs->write = write;
-	if (rs->first_try == 0)
-		rs->first_try = clock_monotonic();
-	return 0;
-}
-
-static int
-rs_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
-{
-	struct rs *rs = p;
-	struct hash *h;
-	int i, found = -1, f;
-
-	rec->more = 0;
-	if ((h = get_hash(rs, 'k', key, keylen)) == NULL)
-		return -1;
-	for (i = 0; i < h->n; i++) {
-		if ((f = field_idx(h->name[i], h->nlen[i])) == -1) {
-			set_err(rs,
-			    "holds a key with a limit index this throttle "
-			    "cannot read");
-			return -1;
-		}
-		if (f == idx)
-			found = i;
-		else if (f > idx)
-			rec->more = 1;
-	}
-	if (found < 0)
-		return 0;
-	if (decode(rs, h->val[found], h->vlen[found], rec) == -1)
-		return -1;
-	memcpy(rec->key, key, keylen);
-	rec->key[keylen] = '\0';
-	rec->keylen = keylen;
-	rec->idx = idx;
-	return 1;
-}
-
-static int
-rs_save(void *p, const struct keyrec *rec)
-{
-	struct rs *rs = p;
-	struct hash *h;
-	unsigned char *blob = NULL;
-	size_t n = 0, blen = 0;
-	char *val, field[2] = { (char)('0' + rec->idx), '\0' };
-	const char *argv[4];
-	size_t len[4];
-	int rc, i;
-
-	if ((h = get_hash(rs, 'k', rec->key, rec->keylen)) == NULL)
-		return -1;
-	if (rec->state.nslots > 0) {
-		blob = xmalloc(slots_encoded_max(rec->state.nslots));
-		blen = slots_encode(rec->state.slots, rec->state.nslots, blob);
-	}
-	val = xmalloc(64 + 21 * 10 + blen);
-	n = (size_t)sprintf(val, "%s", rec->limit.algo->name);
-	n += (size_t)sprintf(val + n, " %lld %lld %lld %lld",
-	    (long long)rec->limit.count, (long long)rec->limit.period,
-	    (long long)rec->limit.burst, (long long)rec->limit.granularity);
-	for (i = 0; i < STATE_FIELDS; i++)
-		n += (size_t)sprintf(val + n, " %lld",
-		    (long long)rec->state.v[i]);
-	n += (size_t)sprintf(val + n, " %lld %lld", (long long)rec->rest_at,
-	    (long long)rec->written_at);
-	if (blen > 0) {
-		val[n++] = '\n';
-		memcpy(val + n, blob, blen);
-		n += blen;
-	}
-	argv[0] = "HSET";
-	argv[1] = h->rkey;
-	argv[2] = field;
-	argv[3] = val;
-	len[0] = 4;
-	len[1] = h->rlen;
-	len[2] = 1;
-	len[3] = n;
-	rc = queue(rs, 4, argv, len);
-	hash_set(h, field, 1, val, n);
-	h->touched = 1;
-	free(val);
-	free(blob);
-	return rc;
-}
-
-static int
-rs_del(void *p, const char *key, size_t keylen)
-{
-	struct rs *rs = p;
-	char *k, *o;
-	size_t klen, olen;
-	const char *argv[3] = { "DEL" };
-	size_t len[3] = { 3 };
-	int rc;
-
-	k = rkey(rs, 'k', key, keylen, &klen);
-	o = rkey(rs, 'o', key, keylen, &olen);
-	argv[1] = k;
-	argv[2] = o;
-	len[1] = klen;
-	len[2] = olen;
-	rc = queue(rs, 3, argv, len);
-	free(k);
-	free(o);
-	return rc;
-}
-
-static int
-rs_trim(void *p, const char *key, size_t keylen, int n)
-{
-	struct rs *rs = p;
-	struct hash *h;
-	const char *argv[3] = { "HDEL" };
-	size_t len[3] = { 4 };
-	int i;
-
-	if ((h = get_hash(rs, 'k', key, keylen)) == NULL)
-		return -1;
-	for (i = h->n - 1; i >= 0; i--)
-		if (field_idx(h->name[i], h->nlen[i]) >= n) {
-			argv[1] = h->rkey;
-			argv[2] = h->name[i];
-			len[1] = h->rlen;
-			len[2] = h->nlen[i];
-			if (queue(rs, 3, argv, len) == -1)
-				return -1;
-			hash_del(h, i);
-			h->touched = 1;
-		}
-	return 0;
-}
-
-/* GET a string key (WATCHed in a write transaction): 1, 0 none, -1. */
-static int
-get_string(struct rs *rs, char tag, const char *key, size_t keylen, char *buf,
-    size_t buflen)
-{
-	size_t klen;
-	char *k = rkey(rs, tag, key, keylen, &klen);
-	const char *argv[2] = { "GET", k };
-	size_t len[2] = { 3, klen };
-	redisReply *r;
-	int ret = -1;
-
-	if (watch(rs, k, klen) == 0 &&
-	    (r = run(rs, "reading a key", 2, argv, len)) != NULL) {
-		if (r->type == REDIS_REPLY_NIL)
-			ret = 0;
-		else if (r->type == REDIS_REPLY_STRING && r->len < buflen) {
-			memcpy(buf, r->str, r->len);
-			buf[r->len] = '\0';
-			ret = 1;
-		} else
-			set_err(rs,
-			    "holds a value under the prefix '%s' that this "
-			    "throttle cannot read",
-			    rs->prefix);
-		freeReplyObject(r);
-	}
-	free(k);
-	return ret;
-}
-
-/* SET a string key with an expiry, at commit. */
-static int
-put_string(struct rs *rs, char tag, const char *key, size_t keylen,
-    const char *val, long long ms)
-{
-	size_t klen;
-	char *k = rkey(rs, tag, key, keylen, &klen), t[24];
-	const char *argv[5] = { "SET", k, val, "PX", t };
-	size_t len[5];
-	int rc;
-
-	snprintf(t, sizeof(t), "%lld", ms);
-	len[0] = 3;
-	len[1] = klen;
-	len[2] = strlen(val);
-	len[3] = 2;
-	len[4] = strlen(t);
-	rc = queue(rs, ms < 0 ? 3 : 5, argv, len); /* < 0: no expiry */
-	free(k);
-	return rc;
-}
-
-static int
-rs_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
-{
-	struct rs *rs = p;
-	char buf[64];
-	const char *end;
-	int found;
-
-	k->since = k->until = 0;
-	if ((found = get_string(rs, 'o', key, keylen, buf, sizeof(buf))) <= 0)
-		return found;
-	/* "until since"; throttle 0.1 wrote "until" alone */
-	if (ints(buf, &k->until, 1, &end) == -1 ||
-	    (*end == ' ' && ints(end + 1, &k->since, 1, &end) == -1) ||
-	    *end != '\0') {
-		set_err(rs, "holds a lockout this throttle cannot read");
-		return -1;
-	}
-	return 0;
-}
-
-static int
-rs_lockout_put(void *p, const char *key, size_t keylen, const struct lockout *k)
-{
-	struct rs *rs = p;
-	char v[48];
-
-	snprintf(v, sizeof(v), "%lld %lld", (long long)k->until,
-	    (long long)k->since);
-	return put_string(rs, 'o', key, keylen, v,
-	    k->until == LOCKOUT_NEVER ? -1 : ttl_ms(rs, k->until));
-}
-
-static int
-rs_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
-    int64_t *changed)
-{
-	struct rs *rs = p;
-	char buf[64];
-	const char *end;
-	int64_t v[2];
-	int found;
-
-	if ((found = get_string(rs, 's', key, keylen, buf, sizeof(buf))) <= 0)
-		return found;
-	if (ints(buf, v, 2, &end) == -1 || *end != '\0') {
-		set_err(rs, "holds a shedder this throttle cannot read");
-		return -1;
-	}
-	*amount = v[0];
-	*changed = v[1];
-	return 1;
-}
-
-static int
-rs_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
-    int64_t changed)
-{
-	struct rs *rs = p;
-	char v[48];
-
-	snprintf(v, sizeof(v), "%lld %lld", (long long)amount,
-	    (long long)changed);
-	return put_string(rs, 's', key, keylen, v, SHED_TTL_MS);
+	rs->has_time = 0;
 }
 
 /* The policies' hash key. */
 static char *
 policies_key(const struct rs *rs, size_t *len)
 {
-	size_t p = strlen(rs->prefix);
-	char *k = xmalloc(p + 9);
-
-	memcpy(k, rs->prefix, p);
-	memcpy(k + p, "policies", 9);
-	*len = p + 8;
-	return k;
+	return cat3(rs->prefix, strlen(rs->prefix), "policies", 8, "", 0, len);
 }
 
+/* A policy (REC_POLICY records have the policy's name for key). */
 static int
-rs_policy_get(void *p, const char *name, char *buf, size_t buflen)
+get_policy(struct rs *rs, const char *name, size_t nlen, store_rec_fn fn,
+    void *arg)
 {
-	struct rs *rs = p;
 	size_t klen;
 	char *k = policies_key(rs, &klen);
-	const char *argv[3] = { "HGET", k, name };
-	size_t len[3] = { 4, klen, strlen(name) };
+	const char *argv[3] = { "WATCH", k, name };
+	size_t len[3] = { 5, klen, nlen };
 	redisReply *r;
 	int ret = -1;
 
-	if (watch(rs, k, klen) == 0 &&
-	    (r = run(rs, "reading a policy", 3, argv, len)) != NULL) {
+	if (rs->write) {
+		if ((r = run(rs, "reading a policy", 2, argv, len)) == NULL) {
+			free(k);
+			return -1;
+		}
+		freeReplyObject(r);
+		rs->watched = 1;
+	}
+	argv[0] = "HGET";
+	len[0] = 4;
+	if ((r = run(rs, "reading a policy", 3, argv, len)) != NULL) {
 		if (r->type == REDIS_REPLY_NIL)
 			ret = 0;
-		else if (r->type == REDIS_REPLY_STRING && r->len < buflen &&
-		    memchr(r->str, '\0', r->len) == NULL) {
-			memcpy(buf, r->str, r->len + 1);
-			ret = 1;
-		} else
-			set_err(rs,
-			    "holds a policy this throttle cannot read (set it "
-			    "afresh with throttle policy set)");
+		else if (r->type == REDIS_REPLY_STRING)
+			ret = fn(arg, REC_POLICY, "", 0, r->str, r->len);
+		else
+			reply_err(rs, NULL, "reading a policy");
 		freeReplyObject(r);
 	}
 	free(k);
@@ -723,588 +567,185 @@ rs_policy_get(void *p, const char *name, char *buf, size_t buflen)
 }
 
 static int
-rs_policy_put(void *p, const char *name, const char *options)
-{
-	struct rs *rs = p;
-	size_t klen;
-	char *k = policies_key(rs, &klen);
-	const char *argv[4] = { "HSET", k, name, options };
-	size_t len[4] = { 4, klen, strlen(name), strlen(options) };
-	int rc = queue(rs, 4, argv, len);
-
-	free(k);
-	return rc;
-}
-
-static int
-rs_policy_del(void *p, const char *name)
-{
-	struct rs *rs = p;
-	size_t klen;
-	char *k = policies_key(rs, &klen);
-	const char *argv[3] = { "HEXISTS", k, name };
-	size_t len[3] = { 7, klen, strlen(name) };
-	redisReply *r;
-	int ret = -1;
-
-	if (watch(rs, k, klen) == 0 &&
-	    (r = run(rs, "reading a policy", 3, argv, len)) != NULL) {
-		ret = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-		freeReplyObject(r);
-		argv[0] = "HDEL";
-		len[0] = 4;
-		if (ret == 1 && queue(rs, 3, argv, len) == -1)
-			ret = -1;
-	}
-	free(k);
-	return ret;
-}
-
-/* Sort order of two byte strings. */
-static int
-bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
-{
-	int c = memcmp(a, b, alen < blen ? alen : blen);
-
-	return c != 0 ? c : alen < blen ? -1 : alen > blen;
-}
-
-struct pair {
-	const char *a, *b;
-	size_t alen, blen;
-};
-
-static int
-cmp_pair(const void *x, const void *y)
-{
-	const struct pair *p = x, *q = y;
-
-	return bytes_cmp(p->a, p->alen, q->a, q->alen);
-}
-
-static int
-rs_policy_list(void *p, int (*fn)(const char *, const char *, void *),
+rs_get(void *p, const char *key, size_t keylen, unsigned mask, store_rec_fn fn,
     void *arg)
 {
 	struct rs *rs = p;
-	struct hash h;
-	struct pair *v;
-	int i, ret = 0;
+	struct khash *h;
 
-	memset(&h, 0, sizeof(h));
-	h.rkey = policies_key(rs, &h.rlen);
-	if (read_hash(rs, &h) == -1) {
-		free_hash(&h);
+	if (mask & REC_MASK(REC_POLICY))
+		return get_policy(rs, key, keylen, fn, arg);
+	if ((h = load(rs, key, keylen)) == NULL)
 		return -1;
-	}
-	v = xcalloc((size_t)h.n + 1, sizeof(*v));
-	for (i = 0; i < h.n; i++) {
-		v[i].a = h.name[i];
-		v[i].alen = h.nlen[i];
-		v[i].b = h.val[i];
-	}
-	qsort(v, (size_t)h.n, sizeof(*v), cmp_pair);
-	for (i = 0; i < h.n && ret == 0; i++)
-		ret = fn(v[i].a, v[i].b, arg);
-	free(v);
-	free_hash(&h);
-	return ret;
+	return each_field(h, mask, fn, arg);
 }
 
-/*
- * Call fn with each Redis key of a kind ('k', 'l') under the prefix, the
- * throttle key's name after the prefix and tag.  SCAN, so it never blocks
- * the server.
- */
 static int
-scan(struct rs *rs, char tag,
-    int (*fn)(struct rs *, const char *, size_t, void *), void *arg)
+rs_put(void *p, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len, int64_t expires)
 {
-	char cursor[32] = "0", pattern[PREFIX_MAX * 2 + 8];
-	const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT",
-		"1000" };
-	size_t len[6], i, plen = strlen(rs->prefix), j, n = 0;
-	redisReply *r;
-	int ret = 0;
+	struct rs *rs = p;
+	struct khash *h;
+	char name[1 + LEASE_ID_LEN];
+	size_t klen;
+	char *k;
 
-	/* the prefix literally: escape glob characters */
-	for (j = 0; j < plen; j++) {
-		if (strchr("*?[]\\", rs->prefix[j]) != NULL)
-			pattern[n++] = '\\';
-		pattern[n++] = rs->prefix[j];
-	}
-	pattern[n++] = tag;
-	pattern[n++] = ':';
-	pattern[n++] = '*';
-	pattern[n] = '\0';
-	do {
-		for (i = 0; i < 6; i++)
-			len[i] = strlen(argv[i]);
-		if ((r = run(rs, "listing keys", 6, argv, len)) == NULL)
-			return -1;
-		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-		    r->element[0]->type != REDIS_REPLY_STRING ||
-		    r->element[1]->type != REDIS_REPLY_ARRAY ||
-		    r->element[0]->len >= sizeof(cursor)) {
-			reply_err(rs, NULL, "listing keys");
-			freeReplyObject(r);
-			return -1;
-		}
-		memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
-		for (i = 0; i < r->element[1]->elements && ret == 0; i++) {
-			redisReply *e = r->element[1]->element[i];
+	(void)expires; /* worked out again at commit, for the whole hash */
+	if (kind == REC_POLICY) {
+		const char *argv[4] = { "HSET", NULL, key, data };
+		size_t l[4] = { 4, 0, keylen, len };
 
-			if (e->type == REDIS_REPLY_STRING && e->len > plen + 2)
-				ret = fn(rs, e->str + plen + 2,
-				    e->len - plen - 2, arg);
-		}
-		freeReplyObject(r);
-	} while (ret == 0 && strcmp(cursor, "0") != 0);
-	return ret;
-}
-
-/* Names collected by a scan, to be sorted and deduplicated. */
-struct names {
-	struct pair *v;
-	size_t n, cap;
-};
-
-static int
-collect(struct rs *rs, const char *name, size_t len, void *arg)
-{
-	struct names *ns = arg;
-	char *copy;
-
-	(void)rs;
-	if (len > KEY_MAX)
+		k = policies_key(rs, &klen);
+		argv[1] = k;
+		l[1] = klen;
+		queue(rs, 4, argv, l);
+		free(k);
 		return 0;
-	if (ns->n == ns->cap) {
-		ns->cap = ns->cap ? ns->cap * 2 : 64;
-		ns->v = xrealloc(ns->v, ns->cap * sizeof(*ns->v));
 	}
-	copy = xmalloc(len + 1);
-	memcpy(copy, name, len);
-	copy[len] = '\0';
-	ns->v[ns->n].a = copy;
-	ns->v[ns->n].alen = len;
-	ns->v[ns->n].b = NULL;
-	ns->n++;
+	if (idlen > LEASE_ID_LEN || (h = load(rs, key, keylen)) == NULL)
+		return -1;
+	hash_set(h, name, field_name(kind, id, idlen, name), data, len);
+	h->touched = 1;
 	return 0;
 }
 
-static void
-free_names(struct names *ns)
-{
-	size_t i;
-
-	for (i = 0; i < ns->n; i++)
-		free((char *)ns->v[i].a);
-	free(ns->v);
-}
-
-/* Every key name of the kinds in tags, sorted, once each. */
 static int
-all_names(struct rs *rs, const char *tags, struct names *ns)
+rs_del(void *p, const char *key, size_t keylen, unsigned mask, const char *id,
+    size_t idlen)
 {
-	size_t i, j;
+	struct rs *rs = p;
+	struct khash *h;
+	const char *fid;
+	size_t fidlen;
+	int i, kind, found = 0;
 
-	memset(ns, 0, sizeof(*ns));
-	for (; *tags != '\0'; tags++)
-		if (scan(rs, *tags, collect, ns) != 0)
-			return -1;
-	if (ns->n > 0)
-		qsort(ns->v, ns->n, sizeof(*ns->v), cmp_pair);
-	for (i = j = 0; i < ns->n; i++) {
-		if (j > 0 &&
-		    bytes_cmp(ns->v[j - 1].a, ns->v[j - 1].alen, ns->v[i].a,
-			ns->v[i].alen) == 0) {
-			free((char *)ns->v[i].a);
+	if (mask & REC_MASK(REC_POLICY)) {
+		size_t klen;
+		char *k = policies_key(rs, &klen);
+		const char *argv[3] = { "WATCH", k, key };
+		size_t len[3] = { 5, klen, keylen };
+		redisReply *r;
+
+		if ((r = run(rs, "reading a policy", 2, argv, len)) != NULL) {
+			freeReplyObject(r);
+			rs->watched = 1;
+			argv[0] = "HEXISTS";
+			len[0] = 7;
+			if ((r = run(rs, "reading a policy", 3, argv, len)) !=
+			    NULL) {
+				found = r->type == REDIS_REPLY_INTEGER &&
+				    r->integer == 1;
+				freeReplyObject(r);
+				argv[0] = "HDEL";
+				len[0] = 4;
+				if (found)
+					queue(rs, 3, argv, len);
+			} else
+				found = -1;
+		} else
+			found = -1;
+		free(k);
+		return found;
+	}
+	if ((h = load(rs, key, keylen)) == NULL)
+		return -1;
+	for (i = h->n - 1; i >= 0; i--) {
+		kind = field_kind(h->f[i].name, h->f[i].nlen, &fid, &fidlen);
+		if (kind == 0 || !(mask & REC_MASK(kind)) ||
+		    (id != NULL &&
+			(fidlen != idlen || memcmp(fid, id, idlen) != 0)))
 			continue;
-		}
-		ns->v[j++] = ns->v[i];
+		hash_del(h, i);
+		h->touched = 1;
+		found = 1;
 	}
-	ns->n = j;
-	return 0;
+	return found;
 }
 
-static int
-rs_names(void *p, int (*fn)(const char *, size_t, void *), void *arg)
+/* Milliseconds from now until at, plus the margin. */
+static long long
+ttl_ms(int64_t now, int64_t at)
 {
-	struct rs *rs = p;
-	struct names ns;
-	size_t i;
-	int ret = 0;
+	int64_t ms = (at - now) / 1000 + MARGIN_MS;
 
-	if (all_names(rs, "kl", &ns) == -1) {
-		free_names(&ns);
-		return -1;
-	}
-	for (i = 0; i < ns.n && ret == 0; i++)
-		ret = fn(ns.v[i].a, ns.v[i].alen, arg);
-	free_names(&ns);
-	return ret;
+	return ms < MARGIN_MS ? MARGIN_MS : (long long)ms;
 }
 
-static int
-rs_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
+/* When the last record of h may be forgotten (RECORD_FOREVER: never). */
+static int64_t
+hash_expiry(const struct khash *h)
 {
-	struct rs *rs = p;
-	struct names ns;
-	struct keyrec *rec;
-	size_t i;
-	int idx, ret = 0, found;
+	const char *id;
+	size_t idlen;
+	int64_t until = 0, e;
+	int i, kind;
 
-	if (all_names(rs, "k", &ns) == -1) {
-		free_names(&ns);
-		return -1;
+	for (i = 0; i < h->n; i++) {
+		kind = field_kind(h->f[i].name, h->f[i].nlen, &id, &idlen);
+		e = kind == 0 ? RECORD_FOREVER
+			      : record_expiry(kind, h->f[i].val, h->f[i].vlen);
+		if (e > until)
+			until = e;
 	}
-	rec = xmalloc(sizeof(*rec));
-	for (i = 0; i < ns.n && ret == 0; i++)
-		for (idx = 0; idx < LIMITS_MAX && ret == 0; idx++) {
-			if ((found = rs_load(rs, ns.v[i].a, ns.v[i].alen, idx,
-				 rec)) == -1) {
-				ret = -1;
-				break;
-			}
-			if (found) {
-				ret = fn(rec, arg);
-				free(rec->state.slots);
-			}
-			if (!rec->more)
-				break;
-		}
-	free(rec);
-	free_names(&ns);
-	forget(rs);
-	return ret;
-}
-
-/* One line of a lease's text into buf (len bytes); the rest in *p. */
-static int
-lease_line(const char **p, char *buf, size_t len)
-{
-	const char *nl = strchr(*p, '\n');
-	size_t n = nl != NULL ? (size_t)(nl - *p) : strlen(*p);
-
-	if (n >= len)
-		return -1;
-	memcpy(buf, *p, n);
-	buf[n] = '\0';
-	*p += n + (nl != NULL);
-	return 0;
+	return until;
 }
 
 /*
- * A lease from its text: its fields one per line, "priority acquired ttl
- * expires pid pid_start boot_id host pgid pgid_start".  Throttle 0.1 wrote
- * the first eight on one line, with "-" for an empty boot id or host.
- * Only the form is checked here; store.c checks the values.  0 or -1.
+ * Append, for the MULTI being built, the writes that make the server's
+ * copy of h what h is now: the hash rewritten whole with its expiry, and
+ * throttle 0.1's keys gone.  The number of commands appended.
  */
 static int
-decode_lease(struct rs *rs, const char *id, size_t idlen, const char *val,
-    struct lease *l)
+append_hash(struct rs *rs, const struct khash *h, int64_t now)
 {
-	int64_t v[8] = { 0 };
-	const char *end, *sp, *p = val;
-	char line[32];
-	int i;
+	const char **argv;
+	size_t *len, olen;
+	char *old, t[24];
+	int64_t until;
+	int i, n = 0;
 
-	memset(l, 0, sizeof(*l));
-	if (idlen != LEASE_ID_LEN)
-		goto bad;
-	memcpy(l->id, id, LEASE_ID_LEN);
-	if (strchr(val, '\n') != NULL) {
-		for (i = 0; i < 10; i++) {
-			if (i == 6 || i == 7) {
-				if (lease_line(&p,
-					i == 6 ? l->boot_id : l->host,
-					i == 6 ? sizeof(l->boot_id)
-					       : sizeof(l->host)) == -1)
-					goto bad;
-				continue;
-			}
-			if (lease_line(&p, line, sizeof(line)) == -1 ||
-			    ints(line, &v[i < 6 ? i : i - 2], 1, &end) == -1 ||
-			    *end != '\0')
-				goto bad;
+	argv = xcalloc((size_t)h->n * 2 + 2, sizeof(*argv));
+	len = xcalloc((size_t)h->n * 2 + 2, sizeof(*len));
+	argv[0] = "DEL";
+	len[0] = 3;
+	argv[1] = h->rkey;
+	len[1] = h->rlen;
+	redisAppendCommandArgv(rs->c, 2, argv, len);
+	n++;
+	if (h->n > 0) {
+		argv[0] = "HSET";
+		len[0] = 4;
+		for (i = 0; i < h->n; i++) {
+			argv[2 + 2 * i] = h->f[i].name;
+			len[2 + 2 * i] = h->f[i].nlen;
+			argv[3 + 2 * i] = h->f[i].val;
+			len[3 + 2 * i] = h->f[i].vlen;
 		}
-		if (*p != '\0')
-			goto bad;
-	} else {
-		if (ints(val, v, 6, &end) == -1 || *end != ' ' ||
-		    (sp = strchr(end + 1, ' ')) == NULL ||
-		    (size_t)(sp - end - 1) > BOOT_ID_MAX ||
-		    strlen(sp + 1) > HOST_MAX)
-			goto bad;
-		memcpy(l->boot_id, end + 1, (size_t)(sp - end - 1));
-		l->boot_id[sp - end - 1] = '\0';
-		strcpy(l->host, sp + 1);
-		if (strcmp(l->boot_id, "-") == 0)
-			l->boot_id[0] = '\0';
-		if (strcmp(l->host, "-") == 0)
-			l->host[0] = '\0';
-	}
-	l->priority = v[0] >= INT32_MIN && v[0] <= INT32_MAX ? (int)v[0] : -1;
-	l->acquired = v[1];
-	l->ttl = v[2];
-	l->expires = v[3];
-	l->pid = v[4];
-	l->pid_start = v[5];
-	l->pgid = v[6];
-	l->pgid_start = v[7];
-	return 0;
-bad:
-	set_err(rs, "holds a lease this throttle cannot read");
-	return -1;
-}
-
-struct lease_ent {
-	struct lease l;
-	const char *key;
-	size_t keylen;
-};
-
-static int
-cmp_lease(const void *x, const void *y)
-{
-	const struct lease_ent *a = x, *b = y;
-	int c = bytes_cmp(a->key, a->keylen, b->key, b->keylen);
-
-	if (c != 0)
-		return c;
-	if (a->l.acquired != b->l.acquired)
-		return a->l.acquired < b->l.acquired ? -1 : 1;
-	return strcmp(a->l.id, b->l.id);
-}
-
-static int
-rs_lease_list(void *p, const char *key, size_t keylen,
-    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
-{
-	struct rs *rs = p;
-	struct names ns = { 0 };
-	struct lease_ent *v = NULL;
-	size_t i, n = 0, cap = 0, k;
-	struct hash *h;
-	int j, ret = 0;
-
-	if (key == NULL && all_names(rs, "l", &ns) == -1)
-		ret = -1;
-	for (k = 0; ret == 0 && k < (key != NULL ? 1 : ns.n); k++) {
-		const char *name = key != NULL ? key : ns.v[k].a;
-		size_t nlen = key != NULL ? keylen : ns.v[k].alen;
-
-		if ((h = get_hash(rs, 'l', name, nlen)) == NULL) {
-			ret = -1;
-			break;
-		}
-		for (j = 0; j < h->n; j++) {
-			if (n == cap) {
-				cap = cap ? cap * 2 : 16;
-				v = xrealloc(v, cap * sizeof(*v));
-			}
-			if (decode_lease(rs, h->name[j], h->nlen[j], h->val[j],
-				&v[n].l) == -1) {
-				ret = -1;
-				break;
-			}
-			v[n].key = name;
-			v[n].keylen = nlen;
+		redisAppendCommandArgv(rs->c, 2 + 2 * h->n, argv, len);
+		n++;
+		if ((until = hash_expiry(h)) != RECORD_FOREVER) {
+			snprintf(t, sizeof(t), "%lld", ttl_ms(now, until));
+			argv[0] = "PEXPIRE";
+			len[0] = 7;
+			argv[2] = t;
+			len[2] = strlen(t);
+			redisAppendCommandArgv(rs->c, 3, argv, len);
 			n++;
 		}
 	}
-	if (ret == 0 && n > 0)
-		qsort(v, n, sizeof(*v), cmp_lease);
-	for (i = 0; ret == 0 && i < n; i++)
-		ret = fn(v[i].key, v[i].keylen, &v[i].l, arg);
-	free(v);
-	free_names(&ns);
-	return ret;
-}
-
-static int
-rs_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
-{
-	struct rs *rs = p;
-	struct hash *h;
-	char val[8 * 24 + BOOT_ID_MAX + HOST_MAX + 16];
-	const char *argv[4];
-	size_t len[4];
-	int n;
-
-	if ((h = get_hash(rs, 'l', key, keylen)) == NULL)
-		return -1;
-	n = snprintf(val, sizeof(val),
-	    "%d\n%lld\n%lld\n%lld\n%lld\n%lld\n%s\n%s\n%lld\n%lld", l->priority,
-	    (long long)l->acquired, (long long)l->ttl, (long long)l->expires,
-	    (long long)l->pid, (long long)l->pid_start, l->boot_id, l->host,
-	    (long long)l->pgid, (long long)l->pgid_start);
-	argv[0] = "HSET";
-	argv[1] = h->rkey;
-	argv[2] = l->id;
-	argv[3] = val;
-	len[0] = 4;
-	len[1] = h->rlen;
-	len[2] = strlen(l->id);
-	len[3] = (size_t)n;
-	hash_set(h, l->id, len[2], val, len[3]);
-	h->touched = 1;
-	return queue(rs, 4, argv, len);
-}
-
-static int
-rs_lease_del(void *p, const char *key, size_t keylen, const char *id)
-{
-	struct rs *rs = p;
-	struct hash *h;
-	const char *argv[3];
-	size_t len[3];
-	int i;
-
-	if ((h = get_hash(rs, 'l', key, keylen)) == NULL)
-		return -1;
-	for (i = 0; i < h->n; i++)
-		if (h->nlen[i] == strlen(id) && strcmp(h->name[i], id) == 0)
-			break;
-	if (i == h->n)
-		return 0;
-	argv[0] = "HDEL";
-	argv[1] = h->rkey;
-	argv[2] = id;
-	len[0] = 4;
-	len[1] = h->rlen;
-	len[2] = strlen(id);
-	hash_del(h, i);
-	h->touched = 1;
-	return queue(rs, 3, argv, len) == -1 ? -1 : 1;
-}
-
-/* gc: forget every limit at rest; its own CAS for each key. */
-struct gc_ctx {
-	int64_t now, n;
-};
-
-static int
-gc_one(struct rs *rs, const char *name, size_t len, void *arg)
-{
-	struct gc_ctx *g = arg;
-	struct keyrec *rec = xmalloc(sizeof(*rec));
-	int idx, found, r, tries;
-
-	for (tries = 0; tries < 10; tries++) {
-		int64_t n = 0;
-
-		rs_begin(rs, 1);
-		for (idx = 0; idx < LIMITS_MAX; idx++) {
-			if ((found = rs_load(rs, name, len, idx, rec)) == -1) {
-				free(rec);
-				return -1;
-			}
-			if (found) {
-				free(rec->state.slots);
-				if (rec->rest_at <= g->now) {
-					const char *argv[3] = { "HDEL" };
-					size_t l3[3] = { 4 };
-					char f[2] = { (char)('0' + idx), 0 };
-					struct hash *h =
-					    get_hash(rs, 'k', name, len);
-
-					argv[1] = h->rkey;
-					argv[2] = f;
-					l3[1] = h->rlen;
-					l3[2] = 1;
-					if (queue(rs, 3, argv, l3) == -1) {
-						free(rec);
-						return -1;
-					}
-					n++;
-				}
-			}
-			if (!rec->more)
-				break;
-		}
-		if ((r = rs_commit(rs)) == -1) {
-			free(rec);
-			return -1;
-		}
-		if (r == 0) {
-			g->n += n;
-			break;
-		}
+	for (i = 0; h->old && i < 4; i++) {
+		old = old_key(rs, old_tags[i], h->key, h->keylen, &olen);
+		argv[0] = "DEL";
+		len[0] = 3;
+		argv[1] = old;
+		len[1] = olen;
+		redisAppendCommandArgv(rs->c, 2, argv, len);
+		free(old);
+		n++;
 	}
-	free(rec);
-	return 0;
-}
-
-static int64_t
-rs_tidy(void *p, int64_t now, int64_t limit)
-{
-	struct rs *rs = p;
-	struct gc_ctx g = { now, 0 };
-
-	/* keys expire on their own; only gc looks for limits at rest */
-	if (limit != 0)
-		return 0;
-	if (scan(rs, 'k', gc_one, &g) != 0)
-		return -1;
-	return g.n;
-}
-
-/* Give each hash written its expiry: when its state ends, plus a margin. */
-static int
-queue_expiries(struct rs *rs)
-{
-	struct keyrec rec;
-	struct lease l;
-	const char *argv[3];
-	size_t len[3];
-	char t[24];
-	int i, j, forever;
-	int64_t until;
-
-	for (i = 0; i < rs->nh; i++) {
-		struct hash *h = &rs->h[i];
-
-		if (!h->touched || h->n == 0)
-			continue; /* a hash with no fields is gone */
-		until = 0;
-		forever = 0;
-		for (j = 0; j < h->n; j++) {
-			if (h->kind == 'k') {
-				if (decode(rs, h->val[j], h->vlen[j], &rec) ==
-				    -1)
-					return -1;
-				free(rec.state.slots);
-				if (rec.rest_at > until)
-					until = rec.rest_at;
-			} else {
-				if (decode_lease(rs, h->name[j], h->nlen[j],
-					h->val[j], &l) == -1)
-					return -1;
-				if (l.expires == 0)
-					forever = 1;
-				else if (l.expires > until)
-					until = l.expires;
-			}
-		}
-		argv[1] = h->rkey;
-		len[1] = h->rlen;
-		if (forever) {
-			argv[0] = "PERSIST";
-			len[0] = 7;
-			if (queue(rs, 2, argv, len) == -1)
-				return -1;
-			continue;
-		}
-		snprintf(t, sizeof(t), "%lld", ttl_ms(rs, until));
-		argv[0] = "PEXPIRE";
-		argv[2] = t;
-		len[0] = 7;
-		len[2] = strlen(t);
-		if (queue(rs, 3, argv, len) == -1)
-			return -1;
-	}
-	return 0;
+	free(argv);
+	free(len);
+	return n;
 }
 
 static void
@@ -1320,53 +761,44 @@ unwatch(struct rs *rs)
 }
 
 /*
- * Send the queued writes as MULTI ... EXEC.  0 done, STORE_RETRY if a
- * watched key changed (run the transaction again), -1 error.
+ * Send the writes: MULTI, each hash rewritten, each policy write, EXEC.
+ * 0 done, 1 the EXEC was refused (a watched key changed), -1 error.
  */
 static int
-rs_commit(void *p)
+exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 {
-	struct rs *rs = p;
 	redisReply *r = NULL;
-	int i, ret = 0, conflict = 0;
-	char t[32];
+	int i, n = 0, ret = 0, conflict = 0;
 
-	if (rs->nq == 0) {
-		unwatch(rs);
-		forget(rs);
-		rs->first_try = 0;
-		return 0;
-	}
-	if (queue_expiries(rs) == -1)
-		goto fail;
 	redisAppendCommand(rs->c, "MULTI");
+	for (i = 0; i < nh; i++)
+		if (h[i].touched)
+			n += append_hash(rs, &h[i], now);
 	for (i = 0; i < rs->nq; i++)
 		redisAppendCommandArgv(rs->c, rs->q[i].argc,
 		    (const char **)rs->q[i].argv, rs->q[i].len);
+	n += rs->nq;
 	redisAppendCommand(rs->c, "EXEC");
-	for (i = 0; i < rs->nq + 2; i++) {
+	for (i = 0; i < n + 2; i++) {
 		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
 		    r == NULL) {
 			reply_err(rs, NULL, "saving");
-			goto fail;
+			return -1;
 		}
-		if (i == rs->nq + 1) {
+		if (i == n + 1) {
 			if (r->type == REDIS_REPLY_NIL)
 				conflict = 1;
 			else if (r->type != REDIS_REPLY_ARRAY) {
-				reply_err(rs, r, "saving");
+				if (ret == 0)
+					reply_err(rs, r, "saving");
 				ret = -1;
 			} else {
 				size_t k;
 
-				for (k = 0; k < r->elements; k++)
-					if (r->element[k]->type ==
-					    REDIS_REPLY_ERROR) {
-						reply_err(rs, r->element[k],
-						    "saving");
+				for (k = 0; k < r->elements && ret == 0; k++)
+					if (bad_reply(rs, r->element[k],
+						"saving"))
 						ret = -1;
-						break;
-					}
 			}
 		} else if (r->type == REDIS_REPLY_ERROR && ret == 0) {
 			/* refused while queueing: EXEC will abort */
@@ -1377,10 +809,43 @@ rs_commit(void *p)
 		r = NULL;
 	}
 	rs->watched = 0; /* EXEC unwatches */
-	forget(rs);
-	if (ret == -1)
+	return ret == -1 ? -1 : conflict;
+}
+
+static int rs_now(void *, int64_t *);
+
+/*
+ * Commit: 0 done, STORE_RETRY if a watched key changed (run the
+ * transaction again), -1 error (or the race lost for --lock-timeout).
+ */
+static int
+rs_commit(void *p)
+{
+	struct rs *rs = p;
+	int64_t now;
+	char t[32];
+	int i, any = rs->nq > 0, r;
+
+	for (i = 0; i < rs->nh; i++)
+		any |= rs->h[i].touched;
+	if (!any) {
+		unwatch(rs);
+		forget(rs);
+		rs->first_try = 0;
+		return 0;
+	}
+	if (rs_now(rs, &now) == -1) {
+		forget(rs);
+		rs->first_try = 0;
 		return -1;
-	if (conflict) {
+	}
+	r = exec_writes(rs, rs->h, rs->nh, now);
+	forget(rs);
+	if (r == -1) {
+		rs->first_try = 0;
+		return -1;
+	}
+	if (r == 1) {
 		if (clock_monotonic() - rs->first_try > rs->lock_timeout) {
 			output_seconds(t, sizeof(t), rs->lock_timeout);
 			set_err(rs,
@@ -1394,10 +859,6 @@ rs_commit(void *p)
 	}
 	rs->first_try = 0;
 	return 0;
-fail:
-	forget(rs);
-	rs->first_try = 0;
-	return -1;
 }
 
 static void
@@ -1411,6 +872,18 @@ rs_rollback(void *p)
 	rs->first_try = 0;
 }
 
+static int
+rs_begin(void *p, int write)
+{
+	struct rs *rs = p;
+
+	forget(rs);
+	rs->write = write;
+	if (rs->first_try == 0)
+		rs->first_try = clock_monotonic();
+	return 0;
+}
+
 /* The server's time (or THROTTLE_NOW's), in microseconds. */
 static int
 rs_now(void *p, int64_t *now)
@@ -1420,15 +893,16 @@ rs_now(void *p, int64_t *now)
 	size_t len[1] = { 4 };
 	redisReply *r;
 	const char *err;
-	char *e;
-	long long s, us;
 
 	if (clock_pinned()) {
 		if (clock_now(now, &err) == -1) {
 			set_err(rs, "THROTTLE_NOW: %s", err);
 			return -1;
 		}
-		rs->now = *now;
+		return 0;
+	}
+	if (rs->has_time) {
+		*now = rs->time; /* read with the key, in its round trip */
 		return 0;
 	}
 	if ((r = run(rs, "reading the server's clock", 1, argv, len)) == NULL)
@@ -1440,11 +914,314 @@ rs_now(void *p, int64_t *now)
 		freeReplyObject(r);
 		return -1;
 	}
-	s = strtoll(r->element[0]->str, &e, 10);
-	us = strtoll(r->element[1]->str, &e, 10);
+	*now = strtoll(r->element[0]->str, NULL, 10) * US_PER_SEC +
+	    strtoll(r->element[1]->str, NULL, 10);
 	freeReplyObject(r);
-	*now = (int64_t)s * US_PER_SEC + us;
-	rs->now = *now;
+	rs->time = *now;
+	rs->has_time = 1;
+	return 0;
+}
+
+/* Byte order of two strings. */
+static int
+bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c != 0 ? c : alen < blen ? -1 : alen > blen;
+}
+
+struct name {
+	char *s;
+	size_t n;
+};
+
+static int
+cmp_name(const void *x, const void *y)
+{
+	const struct name *a = x, *b = y;
+
+	return bytes_cmp(a->s, a->n, b->s, b->n);
+}
+
+struct names {
+	struct name *v;
+	size_t n, cap;
+};
+
+static void
+free_names(struct names *ns)
+{
+	size_t i;
+
+	for (i = 0; i < ns->n; i++)
+		free(ns->v[i].s);
+	free(ns->v);
+	memset(ns, 0, sizeof(*ns));
+}
+
+/*
+ * Add to ns the throttle keys of the Redis keys matching the prefix, then
+ * pat ("{*" or "k:*"), with skip bytes (the tag) after the prefix and
+ * drop bytes (the closing brace) at the end.  SCAN, so it never blocks
+ * the server.  0 or -1.
+ */
+static int
+scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
+    struct names *ns)
+{
+	char cursor[32] = "0", pattern[PREFIX_MAX * 2 + 8];
+	const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT",
+		"1000" };
+	size_t len[6], i, plen = strlen(rs->prefix), j, n = 0;
+	redisReply *r;
+
+	/* the prefix literally: escape glob characters */
+	for (j = 0; j < plen; j++) {
+		if (strchr("*?[]\\", rs->prefix[j]) != NULL)
+			pattern[n++] = '\\';
+		pattern[n++] = rs->prefix[j];
+	}
+	if (strcmp(pat, "{*") == 0)
+		pattern[n++] = '\\'; /* a brace is no glob, but be plain */
+	snprintf(pattern + n, sizeof(pattern) - n, "%s", pat);
+	do {
+		for (i = 0; i < 6; i++)
+			len[i] = strlen(argv[i]);
+		if ((r = run(rs, "listing keys", 6, argv, len)) == NULL)
+			return -1;
+		if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+		    r->element[0]->type != REDIS_REPLY_STRING ||
+		    r->element[1]->type != REDIS_REPLY_ARRAY ||
+		    r->element[0]->len >= sizeof(cursor)) {
+			reply_err(rs, NULL, "listing keys");
+			freeReplyObject(r);
+			return -1;
+		}
+		memcpy(cursor, r->element[0]->str, r->element[0]->len + 1);
+		for (i = 0; i < r->element[1]->elements; i++) {
+			const redisReply *e = r->element[1]->element[i];
+
+			if (e->type != REDIS_REPLY_STRING ||
+			    e->len < plen + skip + drop + 1 ||
+			    e->len - plen - skip - drop > KEY_MAX)
+				continue;
+			if (ns->n == ns->cap) {
+				ns->cap = ns->cap ? ns->cap * 2 : 64;
+				ns->v =
+				    xrealloc(ns->v, ns->cap * sizeof(*ns->v));
+			}
+			ns->v[ns->n].s = cat3(e->str + plen + skip,
+			    e->len - plen - skip - drop, "", 0, "", 0,
+			    &ns->v[ns->n].n);
+			ns->n++;
+		}
+		freeReplyObject(r);
+	} while (strcmp(cursor, "0") != 0);
+	return 0;
+}
+
+/* Every throttle key under the prefix, in either layout: sorted, once. */
+static int
+all_keys(struct rs *rs, struct names *ns)
+{
+	static const char *const old[] = { "k:*", "o:*", "l:*", "s:*" };
+	size_t i, j;
+
+	memset(ns, 0, sizeof(*ns));
+	if (scan_keys(rs, "{*", 1, 1, ns) == -1)
+		return -1;
+	for (i = 0; i < 4; i++)
+		if (scan_keys(rs, old[i], 2, 0, ns) == -1)
+			return -1;
+	if (ns->n > 1)
+		qsort(ns->v, ns->n, sizeof(*ns->v), cmp_name);
+	for (i = j = 0; i < ns->n; i++) {
+		if (j > 0 && cmp_name(&ns->v[j - 1], &ns->v[i]) == 0) {
+			free(ns->v[i].s);
+			continue;
+		}
+		ns->v[j++] = ns->v[i];
+	}
+	ns->n = j;
+	return 0;
+}
+
+struct scan_each {
+	store_scan_fn fn;
+	void *arg;
+	const char *key;
+	size_t keylen;
+};
+
+static int
+scan_one(void *p, int kind, const char *id, size_t idlen, const char *data,
+    size_t len)
+{
+	struct scan_each *e = p;
+
+	return e->fn(e->arg, e->key, e->keylen, kind, id, idlen, data, len);
+}
+
+/* Every policy, in name order. */
+static int
+scan_policies(struct rs *rs, store_scan_fn fn, void *arg)
+{
+	struct khash h;
+	size_t klen;
+	char *k = policies_key(rs, &klen);
+	const char *argv[2] = { "HGETALL", k };
+	size_t len[2] = { 7, klen };
+	struct name *v;
+	redisReply *r;
+	int i, ret = 0;
+
+	memset(&h, 0, sizeof(h));
+	r = run(rs, "listing policies", 2, argv, len);
+	free(k);
+	if (r == NULL)
+		return -1;
+	if (add_fields(rs, &h, r, 0, 0) == -1) {
+		freeReplyObject(r);
+		free_hash(&h);
+		return -1;
+	}
+	freeReplyObject(r);
+	v = xcalloc((size_t)h.n + 1, sizeof(*v));
+	for (i = 0; i < h.n; i++) {
+		v[i].s = h.f[i].name;
+		v[i].n = h.f[i].nlen;
+	}
+	qsort(v, (size_t)h.n, sizeof(*v), cmp_name);
+	for (i = 0; i < h.n && ret == 0; i++) {
+		int j;
+
+		for (j = 0; j < h.n; j++)
+			if (h.f[j].name == v[i].s)
+				break;
+		ret = fn(arg, v[i].s, v[i].n, REC_POLICY, "", 0, h.f[j].val,
+		    h.f[j].vlen);
+	}
+	free(v);
+	free_hash(&h);
+	return ret;
+}
+
+/*
+ * Every record of the kinds in mask, in key order: the keys are listed
+ * (names only), then read a key at a time, so memory stays bounded by
+ * the names, not the records.
+ */
+static int
+rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
+{
+	struct rs *rs = p;
+	struct scan_each e = { fn, arg, NULL, 0 };
+	struct names ns;
+	struct khash h;
+	size_t i;
+	int ret = 0;
+
+	if (mask & REC_MASK(REC_POLICY))
+		return scan_policies(rs, fn, arg);
+	if (all_keys(rs, &ns) == -1) {
+		free_names(&ns);
+		return -1;
+	}
+	for (i = 0; i < ns.n && ret == 0; i++) {
+		if (read_key(rs, ns.v[i].s, ns.v[i].n, 0, &h) == -1) {
+			ret = -1;
+			break;
+		}
+		e.key = ns.v[i].s;
+		e.keylen = ns.v[i].n;
+		ret = each_field(&h, mask, scan_one, &e);
+		free_hash(&h);
+	}
+	free_names(&ns);
+	return ret;
+}
+
+/*
+ * gc: forget the records of the kinds in mask whose expiry has passed,
+ * and move every key still in throttle 0.1's layout into P{KEY}: one
+ * compare-and-set of its own for each key.  It must not run inside a
+ * transaction that has read or written anything (its EXECs would drop
+ * that transaction's WATCHes): gc calls it first.  Keys expire on their
+ * own, so the tidying of single decisions (limit > 0) does nothing here.
+ */
+static int
+rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
+{
+	struct rs *rs = p;
+	struct names ns;
+	struct khash h;
+	const char *id;
+	size_t i, idlen;
+	int64_t dropped[REC_KINDS];
+	int tries, j, kind, r = 0;
+
+	if (limit > 0)
+		return 0;
+	if (rs->watched || rs->nh > 0 || rs->nq > 0) {
+		set_err(rs,
+		    "internal error: gc's tidying inside a transaction");
+		return -1;
+	}
+	if (all_keys(rs, &ns) == -1) {
+		free_names(&ns);
+		return -1;
+	}
+	for (i = 0; i < ns.n && r != -1; i++) {
+		for (tries = 0; tries < TRIES; tries++) {
+			memset(dropped, 0, sizeof(dropped));
+			if ((r = read_key(rs, ns.v[i].s, ns.v[i].n, 1, &h)) ==
+			    -1)
+				break;
+			for (j = h.n - 1; j >= 0; j--) {
+				kind = field_kind(h.f[j].name, h.f[j].nlen, &id,
+				    &idlen);
+				if (kind != 0 && (mask & REC_MASK(kind)) &&
+				    record_expiry(kind, h.f[j].val,
+					h.f[j].vlen) <= now) {
+					hash_del(&h, j);
+					dropped[kind]++;
+					h.touched = 1;
+				}
+			}
+			if (!h.touched && !h.old) {
+				unwatch(rs);
+				free_hash(&h);
+				break;
+			}
+			h.touched = 1;
+			r = exec_writes(rs, &h, 1, now);
+			free_hash(&h);
+			if (r == 0)
+				for (j = 0; j < REC_KINDS; j++)
+					counts[j] += dropped[j];
+			if (r != 1)
+				break;
+		}
+	}
+	free_names(&ns);
+	rs->has_time = 0;
+	return r == -1 ? -1 : 0;
+}
+
+/* A group (batch) is one transaction per request here: nothing to do. */
+static int
+rs_group_begin(void *p)
+{
+	(void)p;
+	return 0;
+}
+
+static int
+rs_group_end(void *p, int commit)
+{
+	(void)p;
+	(void)commit;
 	return 0;
 }
 
@@ -1492,8 +1269,6 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	struct timeval tv;
 	redisReply *r;
 	const char *why;
-	int64_t now;
-
 	(void)flags; /* reading never writes on a server either */
 	if (store_redis_parse(spec, &u, &why) == -1) {
 		snprintf(err, errlen,
@@ -1554,8 +1329,6 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 		}
 		freeReplyObject(r);
 	}
-	if (rs_now(rs, &now) == -1)
-		goto fail;
 	return rs;
 fail:
 	redisFree(rs->c);
@@ -1572,24 +1345,9 @@ rs_close(void *p)
 		return;
 	forget(rs);
 	free(rs->h);
+	free(rs->q);
 	redisFree(rs->c);
 	free(rs);
-}
-
-/* A group (batch) is one transaction per request here: nothing to do. */
-static int
-rs_group_begin(void *p)
-{
-	(void)p;
-	return 0;
-}
-
-static int
-rs_group_end(void *p, int commit)
-{
-	(void)p;
-	(void)commit;
-	return 0;
 }
 
 /*
@@ -1768,29 +1526,16 @@ store_redis_version(void)
 
 const struct store_ops store_redis_ops = {
 	.open = rs_open,
+	.close = rs_close,
 	.begin = rs_begin,
-	.load = rs_load,
-	.save = rs_save,
-	.del = rs_del,
-	.trim = rs_trim,
-	.lockout_get = rs_lockout_get,
-	.lockout_put = rs_lockout_put,
-	.policy_get = rs_policy_get,
-	.policy_put = rs_policy_put,
-	.policy_del = rs_policy_del,
-	.policy_list = rs_policy_list,
-	.tidy = rs_tidy,
-	.names = rs_names,
-	.list = rs_list,
-	.lease_list = rs_lease_list,
-	.lease_put = rs_lease_put,
-	.lease_del = rs_lease_del,
-	.shed_load = rs_shed_load,
-	.shed_save = rs_shed_save,
 	.commit = rs_commit,
 	.rollback = rs_rollback,
-	.close = rs_close,
 	.group_begin = rs_group_begin,
 	.group_end = rs_group_end,
+	.get = rs_get,
+	.put = rs_put,
+	.del = rs_del,
+	.scan = rs_scan,
+	.tidy = rs_tidy,
 	.now = rs_now,
 };

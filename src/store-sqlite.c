@@ -45,7 +45,26 @@
 #define APPLICATION_ID 0x74687274 /* "thrt" */
 #define HEADER_SIZE 100
 
-/* migrations[i] takes a file from user_version i to i + 1. */
+/*
+ * The schema: every record of every key (record.c) in one table, kept in
+ * key order.  expires is when the record may be forgotten (gc, and the
+ * tidying consume does), INT64_MAX for never.
+ */
+#define CURRENT_SCHEMA                                                         \
+	"CREATE TABLE rec ("                                                   \
+	"  key     BLOB NOT NULL,"                                             \
+	"  kind    INTEGER NOT NULL," /* REC_*: 1 limit, 2 lockout, 3 lease, \
+					 4 shedder, 5 policy */ \
+	"  id      BLOB NOT NULL,"                                             \
+	"  data    BLOB NOT NULL,"                                             \
+	"  expires INTEGER NOT NULL,"                                          \
+	"  PRIMARY KEY (key, kind, id)"                                        \
+	") WITHOUT ROWID"
+
+/*
+ * migrations[i] takes a file from user_version i to i + 1; a new file is
+ * given CURRENT_SCHEMA at once.
+ */
 static const char *const migrations[] = {
 	"CREATE TABLE key_state ("
 	"  key         BLOB PRIMARY KEY NOT NULL,"
@@ -121,6 +140,37 @@ static const char *const migrations[] = {
 	"  pgid        INTEGER NOT NULL DEFAULT 0;"
 	"ALTER TABLE lease ADD COLUMN"
 	"  pgid_start  INTEGER NOT NULL DEFAULT 0", /* ticks after boot */
+
+	/* 4 -> 5: every record in one table, in record.c's bytes, the same
+	 * bytes the Redis store keeps (values that are not what throttle
+	 * writes are carried as they are, to be refused as before) */
+	CURRENT_SCHEMA
+	";"
+	"INSERT INTO rec SELECT key, 1, CAST(printf('%s', idx) AS BLOB),"
+	"  CAST(printf('%s %s %s %s %s %s %s %s %s %s', algorithm, lim, period,"
+	"  burst, granularity, s1, s2, s3, rest_at, written_at)"
+	"  || CASE WHEN slots IS NULL THEN '' ELSE char(10) || slots END"
+	"  AS BLOB), rest_at FROM key_state;"
+	"INSERT INTO rec SELECT key, 2, X'', CAST(printf('%s %s', until, since)"
+	"  AS BLOB), until FROM lockout;"
+	"INSERT INTO rec SELECT key, 3, CAST(id AS BLOB),"
+	"  CAST(printf('%s' || char(10) || '%s' || char(10) || '%s' || char(10)"
+	"  || '%s' || char(10) || '%s' || char(10) || '%s' || char(10) || '%s'"
+	"  || char(10) || '%s' || char(10) || '%s' || char(10) || '%s',"
+	"  priority, acquired, ttl, expires, pid, pid_start, boot_id, host, "
+	"pgid,"
+	"  pgid_start) AS BLOB),"
+	"  CASE WHEN expires = 0 THEN 9223372036854775807 ELSE expires END"
+	"  FROM lease;"
+	"INSERT INTO rec SELECT key, 4, X'', CAST(printf('%s %s', amount,"
+	"  changed) AS BLOB), changed + 86400000000 FROM shed_state;"
+	"INSERT INTO rec SELECT name, 5, X'', CAST(options AS BLOB),"
+	"  9223372036854775807 FROM policy;"
+	"DROP TABLE key_state;"
+	"DROP TABLE lockout;"
+	"DROP TABLE lease;"
+	"DROP TABLE shed_state;"
+	"DROP TABLE policy",
 };
 #define SCHEMA_VERSION ((int)(sizeof(migrations) / sizeof(migrations[0])))
 #define NEEDS_UPGRADE 1 /* verify(): a reader found an older schema */
@@ -150,6 +200,7 @@ struct sq {
 	int readonly; /* STORE_READ: opened to read only */
 	int missing; /* read only, and there is no file: no keys */
 	int lockfd; /* an immutable reader's read lock, or -1 */
+	int guarded; /* guarded_open() refused a file this transaction */
 };
 
 static void
@@ -605,6 +656,7 @@ guard_why(struct sq *sq)
 {
 	if (guard.why[0] == '\0')
 		return 0;
+	sq->guarded = 1;
 	if (strcmp(guard.why, "foreign") == 0)
 		foreign_err(sq, guard.app);
 	else
@@ -615,6 +667,7 @@ guard_why(struct sq *sq)
 
 static int sq_begin(void *, int);
 static int sq_commit(void *);
+static int sq_verify(void *, int);
 
 /*
  * Roll back whatever transaction is still open, keeping the message of the
@@ -1039,6 +1092,12 @@ verify(struct sq *sq, int write)
 			return 0;
 		}
 		sq->created = 1;
+		if (sqlite3_exec(sq->db, CURRENT_SCHEMA, NULL, NULL, NULL) !=
+		    SQLITE_OK) {
+			sql_err(sq, "creating the schema");
+			return -1;
+		}
+		version = SCHEMA_VERSION;
 	} else if (app != APPLICATION_ID) {
 		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
 		    NULL);
@@ -1054,6 +1113,9 @@ verify(struct sq *sq, int write)
 		return 0;
 	else if (!write)
 		return NEEDS_UPGRADE;
+	/* never carry a damaged file's records into a new schema */
+	if (sq_verify(sq, 1) == -1)
+		return -1;
 	for (i = (int)version; i < SCHEMA_VERSION; i++)
 		if (sqlite3_exec(sq->db, migrations[i], NULL, NULL, NULL) !=
 		    SQLITE_OK) {
@@ -1093,7 +1155,7 @@ sq_begin(void *p, int write)
 		sq->in_txn = 1;
 		return 0;
 	}
-	sq->empty = sq->created = 0;
+	sq->empty = sq->created = sq->guarded = 0;
 	if (write && sq->readonly) {
 		set_err(sq, "is open to read only; nothing was written");
 		return -1;
@@ -1128,7 +1190,7 @@ sq_begin(void *p, int write)
 	default:
 		rc = sqlite3_extended_errcode(sq->db) & 0xff;
 		abandon(sq);
-		if (sq->readonly && sq->lockfd < 0 &&
+		if (sq->readonly && sq->lockfd < 0 && !sq->guarded &&
 		    (rc == SQLITE_READONLY || rc == SQLITE_CANTOPEN)) {
 			/* no -shm this user may make: read the file itself */
 			if (reopen_immutable(sq) == -1)
@@ -1139,624 +1201,225 @@ sq_begin(void *p, int write)
 	}
 }
 
-static int
-blob_key(struct sq *sq, const void *blob, int len, struct keyrec *rec)
-{
-	if (blob == NULL || len <= 0 || len > KEY_MAX) {
-		set_err(sq,
-		    "holds a key of %d bytes, which this throttle cannot "
-		    "use",
-		    len);
-		return -1;
-	}
-	memcpy(rec->key, blob, (size_t)len);
-	rec->key[len] = '\0';
-	rec->keylen = (size_t)len;
-	return 0;
-}
-
-/* Decode the slots blob at column col into rec (NULL: no slots). */
-static int
-decode_slots(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
-{
-	const unsigned char *blob;
-	int64_t n;
-	size_t len;
-
-	rec->state.slots = NULL;
-	rec->state.nslots = 0;
-	if (sqlite3_column_type(stmt, col) == SQLITE_NULL)
-		return 0;
-	blob = sqlite3_column_blob(stmt, col);
-	len = (size_t)sqlite3_column_bytes(stmt, col);
-	/* one pass: a sub-window takes at least two bytes */
-	rec->state.slots = xcalloc(len / 2 + 1, sizeof(struct slot));
-	if ((n = slots_decode(blob, len, rec->state.slots, len / 2 + 1)) < 0) {
-		free(rec->state.slots);
-		rec->state.slots = NULL;
-		set_err(sq,
-		    "holds a key whose sub-windows are not in "
-		    "throttle's encoding, which this throttle cannot use");
-		return -1;
-	}
-	rec->state.nslots = (size_t)n;
-	return 0;
-}
-
 /*
- * Decode the columns from algorithm on, starting at column col:
- * algorithm, lim, period, burst, granularity, s1, s2, s3, slots, rest_at,
- * written_at.  Only the form is checked here; store.c checks the values.
+ * Bind value v to parameter name of stmt, as SQL spells it (":key"); a
+ * name the statement does not have is a mistake in this file, reported
+ * as one rather than left unbound.  0 or -1.
  */
 static int
-decode(struct sq *sq, sqlite3_stmt *stmt, int col, struct keyrec *rec)
+param(struct sq *sq, sqlite3_stmt *stmt, const char *name)
 {
-	const char *name;
-	int i;
+	int i = sqlite3_bind_parameter_index(stmt, name);
 
-	rec->state.slots = NULL;
-	rec->state.nslots = 0;
-	name = (const char *)sqlite3_column_text(stmt, col);
-	for (i = col + 1; i <= col + 10; i++) {
-		if (i != col + 8 &&
-		    sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
-			set_err(sq,
-			    "holds a key whose state is not a number "
-			    "(column %d), which this throttle cannot use",
-			    i);
-			return -1;
-		}
-	}
-	rec->limit.algo = name == NULL ? NULL : algo_find(name);
-	if (rec->limit.algo == NULL ||
-	    strcmp(rec->limit.algo->name, name) != 0) {
-		set_err(sq,
-		    "holds a key with an unknown algorithm '%.32s' "
-		    "(written by a newer throttle?)",
-		    name ? name : "");
-		return -1;
-	}
-	rec->limit.count = sqlite3_column_int64(stmt, col + 1);
-	rec->limit.period = sqlite3_column_int64(stmt, col + 2);
-	rec->limit.burst = sqlite3_column_int64(stmt, col + 3);
-	rec->limit.granularity = sqlite3_column_int64(stmt, col + 4);
-	for (i = 0; i < STATE_FIELDS; i++)
-		rec->state.v[i] = sqlite3_column_int64(stmt, col + 5 + i);
-	rec->rest_at = sqlite3_column_int64(stmt, col + 9);
-	rec->written_at = sqlite3_column_int64(stmt, col + 10);
-	return decode_slots(sq, stmt, col + 8, rec);
+	if (i == 0)
+		set_err(sq, "internal error: no parameter %s in: %s", name,
+		    sqlite3_sql(stmt));
+	return i;
 }
 
 static int
-sq_load(void *p, const char *key, size_t keylen, int idx, struct keyrec *rec)
+bind_blob(struct sq *sq, sqlite3_stmt *stmt, const char *name, const void *p,
+    size_t n)
 {
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	int rc, ret = -1;
+	int i = param(sq, stmt, name);
 
-	rec->more = 0;
-	if (sq->empty)
-		return 0;
-	/* this limit and whether one follows it, in one seek: a command
-	 * forgets limits a key no longer has only when there are some */
-	if ((stmt = prep(sq,
-		 "SELECT algorithm, lim, period, burst, granularity, s1, s2,"
-		 " s3, slots, rest_at, written_at, idx FROM key_state"
-		 " WHERE key = :key AND idx >= :idx ORDER BY idx LIMIT 2",
-		 "loading a key")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 2, idx);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_DONE)
-		ret = 0;
-	else if (rc != SQLITE_ROW)
-		sql_err(sq, "loading a key");
-	else if (sqlite3_column_int64(stmt, 11) != idx) {
-		rec->more = 1; /* not this one, but a later one */
-		ret = 0;
-	} else if (decode(sq, stmt, 0, rec) == 0) {
-		memcpy(rec->key, key, keylen);
-		rec->key[keylen] = '\0';
-		rec->keylen = keylen;
-		rec->idx = idx;
-		ret = 1;
-		if ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
-			rec->more = 1;
-		else if (rc != SQLITE_DONE) {
-			sql_err(sq, "loading a key");
-			ret = -1;
-		}
-	}
-	unprep(sq, stmt);
-	return ret;
+	/* "" must bind as an empty blob, not NULL */
+	return i == 0 ? -1
+	    : sqlite3_bind_blob(stmt, i, n ? p : "", (int)n, SQLITE_STATIC) ==
+		SQLITE_OK
+	    ? 0
+	    : -1;
 }
 
 static int
-sq_save(void *p, const struct keyrec *rec)
+bind_i64(struct sq *sq, sqlite3_stmt *stmt, const char *name, int64_t v)
 {
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	unsigned char *blob = NULL;
-	size_t len = 0;
-	int i, rc;
+	int i = param(sq, stmt, name);
 
-	if ((stmt = prep(sq,
-		 "INSERT OR REPLACE INTO key_state"
-		 " (key, algorithm, lim, period, burst, granularity,"
-		 " s1, s2, s3, slots, rest_at, idx, written_at)"
-		 " VALUES (:key, :algorithm, :lim, :period, :burst,"
-		 " :granularity, :s1, :s2, :s3, :slots, :rest_at, :idx,"
-		 " :written_at)",
-		 "saving a key")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, rec->key, (int)rec->keylen, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, rec->limit.algo->name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 3, rec->limit.count);
-	sqlite3_bind_int64(stmt, 4, rec->limit.period);
-	sqlite3_bind_int64(stmt, 5, rec->limit.burst);
-	sqlite3_bind_int64(stmt, 6, rec->limit.granularity);
-	for (i = 0; i < STATE_FIELDS; i++)
-		sqlite3_bind_int64(stmt, 7 + i, rec->state.v[i]);
-	if (rec->state.nslots > 0) {
-		blob = xmalloc(slots_encoded_max(rec->state.nslots));
-		len = slots_encode(rec->state.slots, rec->state.nslots, blob);
-		sqlite3_bind_blob(stmt, 10, blob, (int)len, SQLITE_STATIC);
-	} else
-		sqlite3_bind_null(stmt, 10);
-	sqlite3_bind_int64(stmt, 11, rec->rest_at);
-	sqlite3_bind_int(stmt, 12, rec->idx);
-	sqlite3_bind_int64(stmt, 13, rec->written_at);
-	rc = done(sq, stmt, "saving a key");
-	free(blob);
-	return rc;
+	return i == 0                                     ? -1
+	    : sqlite3_bind_int64(stmt, i, v) == SQLITE_OK ? 0
+							  : -1;
 }
 
-/* Run one statement that takes :key (and :n) and returns nothing. */
-static int
-key_stmt(struct sq *sq, const char *sql, const char *key, size_t keylen,
-    int64_t n, const char *what)
+/* A blob column as bytes (NULL as none). */
+static const char *
+column(sqlite3_stmt *stmt, int col, size_t *len)
 {
-	sqlite3_stmt *stmt;
+	const char *p = sqlite3_column_blob(stmt, col);
 
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq, sql, what)) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	if (sqlite3_bind_parameter_count(stmt) > 1)
-		sqlite3_bind_int64(stmt, 2, n);
-	return done(sq, stmt, what);
+	*len = (size_t)sqlite3_column_bytes(stmt, col);
+	return p != NULL ? p : "";
 }
 
+/* The key's records of the kinds in mask, in kind and id order. */
 static int
-sq_del(void *p, const char *key, size_t keylen)
-{
-	return key_stmt(p, "DELETE FROM key_state WHERE key = :key", key,
-		   keylen, 0, "forgetting a key") == -1 ||
-		key_stmt(p, "DELETE FROM lockout WHERE key = :key", key, keylen,
-		    0, "forgetting a key") == -1
-	    ? -1
-	    : 0;
-}
-
-/* Forget the key's limits from index n on (a compound limit shrank). */
-static int
-sq_trim(void *p, const char *key, size_t keylen, int n)
-{
-	return key_stmt(p,
-	    "DELETE FROM key_state WHERE key = :key AND idx >= :n", key, keylen,
-	    n, "forgetting a limit");
-}
-
-/* The key's lockout (until 0: none). */
-static int
-sq_lockout_get(void *p, const char *key, size_t keylen, struct lockout *k)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	int rc;
-
-	k->since = k->until = 0;
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq,
-		 "SELECT until, since FROM lockout WHERE key = :key",
-		 "reading a lockout")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	if ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		k->until = sqlite3_column_int64(stmt, 0);
-		k->since = sqlite3_column_int64(stmt, 1);
-	} else if (rc != SQLITE_DONE)
-		sql_err(sq, "reading a lockout");
-	unprep(sq, stmt);
-	return rc == SQLITE_ROW || rc == SQLITE_DONE ? 0 : -1;
-}
-
-static int
-sq_lockout_put(void *p, const char *key, size_t keylen, const struct lockout *k)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-
-	if ((stmt = prep(sq,
-		 "INSERT OR REPLACE INTO lockout (key, until, since)"
-		 " VALUES (:key, :until, :since)",
-		 "saving a lockout")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, k->until);
-	sqlite3_bind_int64(stmt, 3, k->since);
-	return done(sq, stmt, "saving a lockout");
-}
-
-/* A policy's options: 1 found, 0 none, -1 error. */
-static int
-sq_policy_get(void *p, const char *name, char *buf, size_t len)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	const unsigned char *t;
-	int rc, ret = -1;
-
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq, "SELECT options FROM policy WHERE name = :name",
-		 "reading a policy")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, name, (int)strlen(name), SQLITE_STATIC);
-	if ((rc = sqlite3_step(stmt)) == SQLITE_DONE)
-		ret = 0;
-	else if (rc != SQLITE_ROW)
-		sql_err(sq, "reading a policy");
-	else if ((t = sqlite3_column_text(stmt, 0)) == NULL ||
-	    (size_t)sqlite3_column_bytes(stmt, 0) >= len)
-		set_err(sq,
-		    "holds a policy this throttle cannot read (set it "
-		    "afresh with throttle policy set)");
-	else {
-		memcpy(buf, t, (size_t)sqlite3_column_bytes(stmt, 0) + 1);
-		ret = 1;
-	}
-	unprep(sq, stmt);
-	return ret;
-}
-
-static int
-sq_policy_put(void *p, const char *name, const char *options)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-
-	if ((stmt = prep(sq,
-		 "INSERT OR REPLACE INTO policy (name, options)"
-		 " VALUES (:name, :options)",
-		 "saving a policy")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, name, (int)strlen(name), SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, options, -1, SQLITE_STATIC);
-	return done(sq, stmt, "saving a policy");
-}
-
-/* Delete a policy: 1 if it was there, 0 if not, -1 on error. */
-static int
-sq_policy_del(void *p, const char *name)
-{
-	struct sq *sq = p;
-
-	if (key_stmt(sq, "DELETE FROM policy WHERE name = :name", name,
-		strlen(name), 0, "deleting a policy") == -1)
-		return -1;
-	return sq->empty ? 0 : sqlite3_changes(sq->db) > 0;
-}
-
-static int
-sq_policy_list(void *p, int (*fn)(const char *, const char *, void *),
+sq_get(void *p, const char *key, size_t keylen, unsigned mask, store_rec_fn fn,
     void *arg)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	char name[KEY_MAX + 1];
-	int rc, ret = 0, n;
-
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq, "SELECT name, options FROM policy ORDER BY name",
-		 "listing policies")) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		n = sqlite3_column_bytes(stmt, 0);
-		if (n <= 0 || n > KEY_MAX ||
-		    sqlite3_column_text(stmt, 1) == NULL) {
-			set_err(sq,
-			    "holds a policy this throttle cannot read (set "
-			    "it afresh with throttle policy set)");
-			ret = -1;
-			break;
-		}
-		memcpy(name, sqlite3_column_blob(stmt, 0), (size_t)n);
-		name[n] = '\0';
-		if ((ret = fn(name, (const char *)sqlite3_column_text(stmt, 1),
-			 arg)) != 0)
-			break;
-	}
-	return rows_done(sq, stmt, rc, ret, "listing policies");
-}
-
-/*
- * Forget rate state that is back at rest and lockouts that ended: all of
- * it (limit 0), or the first limit rows at or after a random key, which a
- * write can afford and which over many writes reaches every key.  The
- * number of rows removed, or -1.
- */
-static int64_t
-sq_tidy(void *p, int64_t now, int64_t limit)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	int64_t n;
-	uint64_t r;
-
-	if (sq->empty)
-		return 0;
-	if (limit == 0) {
-		if ((stmt = prep(sq,
-			 "DELETE FROM key_state WHERE rest_at <= :now",
-			 "forgetting keys at rest")) == NULL)
-			return -1;
-		sqlite3_bind_int64(stmt, 1, now);
-		if (done(sq, stmt, "forgetting keys at rest") == -1)
-			return -1;
-		n = sqlite3_changes(sq->db);
-	} else {
-		if ((stmt = prep(sq,
-			 "DELETE FROM key_state WHERE (key, idx) IN"
-			 " (SELECT key, idx FROM key_state WHERE key >= :from"
-			 " ORDER BY key, idx LIMIT :limit) AND rest_at <= :now",
-			 "forgetting keys at rest")) == NULL)
-			return -1;
-		r = host_random();
-		sqlite3_bind_blob(stmt, 1, &r, sizeof(r), SQLITE_TRANSIENT);
-		sqlite3_bind_int64(stmt, 2, limit);
-		sqlite3_bind_int64(stmt, 3, now);
-		if (done(sq, stmt, "forgetting keys at rest") == -1)
-			return -1;
-		n = sqlite3_changes(sq->db);
-	}
-	if ((stmt = prep(sq, "DELETE FROM lockout WHERE until <= :now",
-		 "forgetting lockouts")) == NULL)
-		return -1;
-	sqlite3_bind_int64(stmt, 1, now);
-	if (done(sq, stmt, "forgetting lockouts") == -1)
-		return -1;
-	return n;
-}
-
-static int
-sq_list(void *p, int (*fn)(const struct keyrec *, void *), void *arg)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	struct keyrec *rec;
+	const char *id, *data;
+	size_t idlen, len;
 	int rc, ret = 0;
 
 	if (sq->empty)
 		return 0;
 	if ((stmt = prep(sq,
-		 "SELECT key, idx, algorithm, lim, period, burst, granularity,"
-		 " s1, s2, s3, slots, rest_at, written_at FROM key_state"
-		 " ORDER BY key, idx",
-		 "listing keys")) == NULL)
+		 "SELECT kind, id, data FROM rec WHERE key = :key"
+		 " AND (:mask >> kind) & 1 ORDER BY kind, id",
+		 "reading a key")) == NULL)
 		return -1;
-	rec = xmalloc(sizeof(*rec));
+	if (bind_blob(sq, stmt, ":key", key, keylen) == -1 ||
+	    bind_i64(sq, stmt, ":mask", mask) == -1) {
+		unprep(sq, stmt);
+		return -1;
+	}
 	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
-			sqlite3_column_bytes(stmt, 0), rec) == -1 ||
-		    decode(sq, stmt, 2, rec) == -1) {
-			ret = -1;
-			break;
-		}
-		rec->idx = sqlite3_column_int(stmt, 1);
-		ret = fn(rec, arg);
-		free(rec->state.slots);
-		rec->state.slots = NULL;
-		if (ret != 0)
+		id = column(stmt, 1, &idlen);
+		data = column(stmt, 2, &len);
+		if ((ret = fn(arg, sqlite3_column_int(stmt, 0), id, idlen, data,
+			 len)) != 0)
 			break;
 	}
-	if (ret == 0 && rc != SQLITE_DONE) {
-		sql_err(sq, "listing keys");
-		ret = -1;
-	}
-	free(rec);
-	unprep(sq, stmt);
-	return ret;
+	return rows_done(sq, stmt, rc, ret, "reading a key");
 }
 
+/* Save a record, replacing the one of the same key, kind and id. */
 static int
-text_col(struct sq *sq, sqlite3_stmt *stmt, int col, char *buf, size_t len)
-{
-	const unsigned char *t = sqlite3_column_text(stmt, col);
-	int n = sqlite3_column_bytes(stmt, col);
-
-	if (t == NULL || n < 0 || (size_t)n >= len) {
-		set_err(sq,
-		    "holds a lease with a bad column %d, which this "
-		    "throttle cannot use",
-		    col);
-		return -1;
-	}
-	memcpy(buf, t, (size_t)n + 1);
-	return 0;
-}
-
-/* A lease's columns; only the form is checked here, store.c checks it. */
-static int
-decode_lease(struct sq *sq, sqlite3_stmt *stmt, struct lease *l)
-{
-	int i;
-
-	for (i = 2; i <= 11; i++)
-		if (i != 8 && i != 9 &&
-		    sqlite3_column_type(stmt, i) != SQLITE_INTEGER) {
-			set_err(sq,
-			    "holds a lease whose column %d is not a "
-			    "number, which this throttle cannot use",
-			    i);
-			return -1;
-		}
-	if (text_col(sq, stmt, 1, l->id, sizeof(l->id)) == -1 ||
-	    text_col(sq, stmt, 8, l->boot_id, sizeof(l->boot_id)) == -1 ||
-	    text_col(sq, stmt, 9, l->host, sizeof(l->host)) == -1)
-		return -1;
-	l->priority = (int)sqlite3_column_int(stmt, 2);
-	if (sqlite3_column_int64(stmt, 2) != l->priority)
-		l->priority = -1; /* out of range, as store.c will say */
-	l->acquired = sqlite3_column_int64(stmt, 3);
-	l->ttl = sqlite3_column_int64(stmt, 4);
-	l->expires = sqlite3_column_int64(stmt, 5);
-	l->pid = sqlite3_column_int64(stmt, 6);
-	l->pid_start = sqlite3_column_int64(stmt, 7);
-	l->pgid = sqlite3_column_int64(stmt, 10);
-	l->pgid_start = sqlite3_column_int64(stmt, 11);
-	return 0;
-}
-
-static int
-sq_lease_list(void *p, const char *key, size_t keylen,
-    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	struct lease l;
-	struct keyrec k;
-	int rc, ret = 0;
-
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq,
-		 key != NULL
-		     ? "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		       " pid_start, boot_id, host, pgid, pgid_start FROM lease"
-		       " WHERE key = :key ORDER BY acquired, id"
-		     : "SELECT key, id, priority, acquired, ttl, expires, pid,"
-		       " pid_start, boot_id, host, pgid, pgid_start FROM lease"
-		       " ORDER BY key, acquired, id",
-		 "listing leases")) == NULL)
-		return -1;
-	if (key != NULL)
-		sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-		if (blob_key(sq, sqlite3_column_blob(stmt, 0),
-			sqlite3_column_bytes(stmt, 0), &k) == -1 ||
-		    decode_lease(sq, stmt, &l) == -1) {
-			ret = -1;
-			break;
-		}
-		if ((ret = fn(k.key, k.keylen, &l, arg)) != 0)
-			break;
-	}
-	return rows_done(sq, stmt, rc, ret, "listing leases");
-}
-
-static int
-sq_lease_put(void *p, const char *key, size_t keylen, const struct lease *l)
+sq_put(void *p, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len, int64_t expires)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
 
 	if ((stmt = prep(sq,
-		 "INSERT OR REPLACE INTO lease (key, id, priority, acquired,"
-		 " ttl, expires, pid, pid_start, boot_id, host, pgid,"
-		 " pgid_start) VALUES"
-		 " (:key, :id, :priority, :acquired, :ttl, :expires, :pid,"
-		 " :pid_start, :boot_id, :host, :pgid, :pgid_start)",
-		 "saving a lease")) == NULL)
+		 "INSERT OR REPLACE INTO rec (key, kind, id, data, expires)"
+		 " VALUES (:key, :kind, :id, :data, :expires)",
+		 "saving a key")) == NULL)
 		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, l->id, -1, SQLITE_STATIC);
-	sqlite3_bind_int(stmt, 3, l->priority);
-	sqlite3_bind_int64(stmt, 4, l->acquired);
-	sqlite3_bind_int64(stmt, 5, l->ttl);
-	sqlite3_bind_int64(stmt, 6, l->expires);
-	sqlite3_bind_int64(stmt, 7, l->pid);
-	sqlite3_bind_int64(stmt, 8, l->pid_start);
-	sqlite3_bind_text(stmt, 9, l->boot_id, -1, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 10, l->host, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 11, l->pgid);
-	sqlite3_bind_int64(stmt, 12, l->pgid_start);
-	return done(sq, stmt, "saving a lease");
+	if (bind_blob(sq, stmt, ":key", key, keylen) == -1 ||
+	    bind_i64(sq, stmt, ":kind", kind) == -1 ||
+	    bind_blob(sq, stmt, ":id", id, idlen) == -1 ||
+	    bind_blob(sq, stmt, ":data", data, len) == -1 ||
+	    bind_i64(sq, stmt, ":expires", expires) == -1) {
+		unprep(sq, stmt);
+		return -1;
+	}
+	return done(sq, stmt, "saving a key");
 }
 
-/* Delete a lease: 1 if it was there, 0 if not, -1 on error. */
+/* Delete the key's records of the kinds in mask (or the one with id). */
 static int
-sq_lease_del(void *p, const char *key, size_t keylen, const char *id)
+sq_del(void *p, const char *key, size_t keylen, unsigned mask, const char *id,
+    size_t idlen)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
 
 	if (sq->empty)
 		return 0;
-	if ((stmt = prep(sq, "DELETE FROM lease WHERE key = :key AND id = :id",
-		 "freeing a lease")) == NULL)
+	if ((stmt = prep(sq,
+		 id != NULL ? "DELETE FROM rec WHERE key = :key"
+			      " AND (:mask >> kind) & 1 AND id = :id"
+			    : "DELETE FROM rec WHERE key = :key"
+			      " AND (:mask >> kind) & 1",
+		 "forgetting a key")) == NULL)
 		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	sqlite3_bind_text(stmt, 2, id, -1, SQLITE_STATIC);
-	if (done(sq, stmt, "freeing a lease") == -1)
+	if (bind_blob(sq, stmt, ":key", key, keylen) == -1 ||
+	    bind_i64(sq, stmt, ":mask", mask) == -1 ||
+	    (id != NULL && bind_blob(sq, stmt, ":id", id, idlen) == -1)) {
+		unprep(sq, stmt);
+		return -1;
+	}
+	if (done(sq, stmt, "forgetting a key") == -1)
 		return -1;
 	return sqlite3_changes(sq->db) > 0;
 }
 
+/* Every record of the kinds in mask, in key order. */
 static int
-sq_shed_load(void *p, const char *key, size_t keylen, int64_t *amount,
-    int64_t *changed)
+sq_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
-	int rc, ret = -1;
+	const char *key, *id, *data;
+	size_t keylen, idlen, len;
+	int rc, ret = 0;
 
 	if (sq->empty)
 		return 0;
 	if ((stmt = prep(sq,
-		 "SELECT amount, changed FROM shed_state WHERE key = :key",
-		 "loading a shedder")) == NULL)
+		 "SELECT key, kind, id, data FROM rec WHERE (:mask >> kind) & 1"
+		 " ORDER BY key, kind, id",
+		 "listing keys")) == NULL)
 		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	rc = sqlite3_step(stmt);
-	if (rc == SQLITE_DONE)
-		ret = 0;
-	else if (rc != SQLITE_ROW)
-		sql_err(sq, "loading a shedder");
-	else if (sqlite3_column_type(stmt, 0) != SQLITE_INTEGER ||
-	    sqlite3_column_type(stmt, 1) != SQLITE_INTEGER)
-		set_err(sq,
-		    "holds a shedder state that is not a number, which this "
-		    "throttle cannot use");
-	else {
-		*amount = sqlite3_column_int64(stmt, 0);
-		*changed = sqlite3_column_int64(stmt, 1);
-		ret = 1;
+	if (bind_i64(sq, stmt, ":mask", mask) == -1) {
+		unprep(sq, stmt);
+		return -1;
 	}
-	unprep(sq, stmt);
-	return ret;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		key = column(stmt, 0, &keylen);
+		id = column(stmt, 2, &idlen);
+		data = column(stmt, 3, &len);
+		if ((ret = fn(arg, key, keylen, sqlite3_column_int(stmt, 1), id,
+			 idlen, data, len)) != 0)
+			break;
+	}
+	return rows_done(sq, stmt, rc, ret, "listing keys");
 }
 
+/*
+ * Forget the records of the kinds in mask whose expiry has passed: all of
+ * them (limit 0, counted by kind), or those among the first limit records
+ * at or after a random key, which a write can afford and which over many
+ * writes reaches every key.
+ */
 static int
-sq_shed_save(void *p, const char *key, size_t keylen, int64_t amount,
-    int64_t changed)
+sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
+	uint64_t r;
+	int kind;
 
-	if ((stmt = prep(sq,
-		 "INSERT OR REPLACE INTO shed_state (key, amount, changed)"
-		 " VALUES (:key, :amount, :changed)",
-		 "saving a shedder")) == NULL)
-		return -1;
-	sqlite3_bind_blob(stmt, 1, key, (int)keylen, SQLITE_STATIC);
-	sqlite3_bind_int64(stmt, 2, amount);
-	sqlite3_bind_int64(stmt, 3, changed);
-	return done(sq, stmt, "saving a shedder");
+	if (sq->empty)
+		return 0;
+	if (limit > 0) {
+		if ((stmt = prep(sq,
+			 "DELETE FROM rec WHERE (key, kind, id) IN"
+			 " (SELECT key, kind, id FROM rec WHERE key >= :from"
+			 " ORDER BY key LIMIT :limit)"
+			 " AND (:mask >> kind) & 1 AND expires <= :now",
+			 "forgetting keys at rest")) == NULL)
+			return -1;
+		r = host_random();
+		if (bind_blob(sq, stmt, ":from", &r, sizeof(r)) == -1 ||
+		    bind_i64(sq, stmt, ":limit", limit) == -1 ||
+		    bind_i64(sq, stmt, ":mask", mask) == -1 ||
+		    bind_i64(sq, stmt, ":now", now) == -1) {
+			unprep(sq, stmt);
+			return -1;
+		}
+		return done(sq, stmt, "forgetting keys at rest");
+	}
+	for (kind = 1; kind < REC_KINDS; kind++) {
+		if (!(mask & REC_MASK(kind)))
+			continue;
+		if ((stmt = prep(sq,
+			 "DELETE FROM rec WHERE kind = :kind"
+			 " AND expires <= :now",
+			 "forgetting keys at rest")) == NULL)
+			return -1;
+		if (bind_i64(sq, stmt, ":kind", kind) == -1 ||
+		    bind_i64(sq, stmt, ":now", now) == -1) {
+			unprep(sq, stmt);
+			return -1;
+		}
+		if (done(sq, stmt, "forgetting keys at rest") == -1)
+			return -1;
+		counts[kind] += sqlite3_changes(sq->db);
+	}
+	return 0;
 }
 
 /*
@@ -1774,6 +1437,12 @@ sq_verify(void *p, int quick)
 	size_t n = 0;
 	int rc, bad = 0;
 
+	if (sq->missing) {
+		set_err(sq,
+		    "does not exist: no decision has been stored in it yet "
+		    "(check --db or THROTTLE_DB)");
+		return -2;
+	}
 	if (sq->empty)
 		return 0;
 	if ((stmt = prep(sq,
@@ -1802,28 +1471,6 @@ sq_verify(void *p, int quick)
 		    "aside to start afresh",
 		    quick ? "quick_check" : "integrity_check", found);
 	return bad ? -1 : 0;
-}
-
-/* Every key that has rate state or leases, once each, in order. */
-static int
-sq_names(void *p, int (*fn)(const char *, size_t, void *), void *arg)
-{
-	struct sq *sq = p;
-	sqlite3_stmt *stmt;
-	int rc, ret = 0;
-
-	if (sq->empty)
-		return 0;
-	if ((stmt = prep(sq,
-		 "SELECT key FROM key_state UNION SELECT key FROM lease"
-		 " ORDER BY 1",
-		 "listing keys")) == NULL)
-		return -1;
-	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW)
-		if ((ret = fn(sqlite3_column_blob(stmt, 0),
-			 (size_t)sqlite3_column_bytes(stmt, 0), arg)) != 0)
-			break;
-	return rows_done(sq, stmt, rc, ret, "listing keys");
 }
 
 static int
@@ -1905,31 +1552,18 @@ sq_group_end(void *p, int commit)
 }
 
 const struct store_ops store_sqlite_ops = {
-	.group_begin = sq_group_begin,
-	.group_end = sq_group_end,
 	.open = sq_open,
+	.close = sq_close,
 	.begin = sq_begin,
-	.load = sq_load,
-	.save = sq_save,
-	.del = sq_del,
-	.trim = sq_trim,
-	.lockout_get = sq_lockout_get,
-	.lockout_put = sq_lockout_put,
-	.policy_get = sq_policy_get,
-	.policy_put = sq_policy_put,
-	.policy_del = sq_policy_del,
-	.policy_list = sq_policy_list,
-	.tidy = sq_tidy,
-	.names = sq_names,
-	.list = sq_list,
-	.lease_list = sq_lease_list,
-	.lease_put = sq_lease_put,
-	.lease_del = sq_lease_del,
-	.shed_load = sq_shed_load,
-	.shed_save = sq_shed_save,
 	.commit = sq_commit,
 	.rollback = sq_rollback,
-	.close = sq_close,
+	.group_begin = sq_group_begin,
+	.group_end = sq_group_end,
+	.get = sq_get,
+	.put = sq_put,
+	.del = sq_del,
+	.scan = sq_scan,
+	.tidy = sq_tidy,
 	.verify = sq_verify,
 };
 

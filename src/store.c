@@ -1,11 +1,21 @@
 /*
- * store.c: the store interface, in front of store-sqlite.c (and later other
- * stores).  A command runs one transaction: begin, load, save or delete,
- * commit.  Every function returns -1 on failure and leaves a message that
- * names the store in store_error(); nothing here prints or exits.
+ * store.c: the store interface.  A store (store-sqlite.c, store-redis.c,
+ * chosen by the scheme of --db from schemes[]) keeps records by key, kind
+ * and id, with their bytes and an expiry (struct store_ops: a dozen
+ * operations); this file turns them into what the commands use (a key's
+ * limits, its lockout, leases, shedder, the policies), through record.c,
+ * and checks every record read from any store in one place, the same way:
+ * a record throttle could not have written is an error, never decided on.
  *
- * store_commit() may return STORE_RETRY when a store that works by
- * compare-and-set lost a race; the command then runs its transaction again.
+ *	1. A command runs one transaction at a time: begin, reads and
+ *	   writes, commit.  store_commit() may return STORE_RETRY when a store
+ *	   that works by compare-and-set lost a race; the command then runs
+ *	   its transaction again (txn.c).
+ *	2. The records of the last key read are kept for the transaction
+ *	   (one read fetches a key's limits and lockout together); a write to
+ *	   the key forgets them.
+ *	3. Every function returns -1 on failure and leaves a message that
+ *	   names the store in store_error(); nothing here prints or exits.
  */
 #include <errno.h>
 #include <pwd.h>
@@ -15,38 +25,13 @@
 
 #include "throttle.h"
 
-struct store {
-	const struct store_ops *ops;
-	void *impl;
-	int held; /* store_close() leaves it open: store_free() closes it */
-	int group; /* in a group transaction */
-	char name[300]; /* as messages show it */
-	char err[STORE_ERR_MAX];
-};
-
-/*
- * A record that failed its check: "NAME: the key 'KEY' WHY, which this
- * throttle cannot use; ..." in st->err.  Not "edited by something else":
- * nothing says who wrote it.
- */
-static void
-bad_record(struct store *st, const char *key, size_t keylen, const char *why)
-{
-	FILE *fp;
-
-	if ((fp = fmemopen(st->err, sizeof(st->err), "w")) == NULL) {
-		snprintf(st->err, sizeof(st->err), "%s: a key %s", st->name,
-		    why);
-		return;
-	}
-	fprintf(fp, "%s: the key '", st->name);
-	escape_text(fp, key, keylen);
-	fprintf(fp,
-	    "' %s, which this throttle cannot use (throttle reset the key "
-	    "to start it afresh)",
-	    why);
-	fclose(fp);
-}
+extern const struct store_ops store_sqlite_ops;
+#ifdef THROTTLE_REDIS
+extern const struct store_ops store_redis_ops;
+#define REDIS_OPS (&store_redis_ops)
+#else
+#define REDIS_OPS NULL
+#endif
 
 /*
  * The stores, by the scheme of --db: anything else that looks like
@@ -58,17 +43,32 @@ static const struct scheme {
 	const char *prefix;
 	const struct store_ops *ops; /* NULL: this build has no such store */
 } schemes[] = {
-#ifdef THROTTLE_REDIS
-	{ "redis://", &store_redis_ops },
-	{ "rediss://", &store_redis_ops },
-	{ "unix://", &store_redis_ops },
-#else
-	{ "redis://", NULL },
-	{ "rediss://", NULL },
-	{ "unix://", NULL },
-#endif
+	{ "redis://", REDIS_OPS },
+	{ "rediss://", REDIS_OPS },
+	{ "unix://", REDIS_OPS },
 };
 #define NSCHEMES (sizeof(schemes) / sizeof(schemes[0]))
+
+/* One record of the key kept for the transaction (promise 2). */
+struct cached {
+	int kind;
+	char id[LEASE_ID_LEN + 1];
+	char *data;
+	size_t len;
+};
+
+struct store {
+	const struct store_ops *ops;
+	void *impl;
+	char name[300]; /* as messages show it */
+	char err[STORE_ERR_MAX];
+	/* promise 2: the records of one key */
+	char key[KEY_MAX];
+	size_t keylen;
+	unsigned mask; /* the kinds read; 0: nothing kept */
+	struct cached *rec;
+	int nrec, caprec;
+};
 
 /* The scheme spec names, or NULL for a file path (or an unknown scheme). */
 static const struct scheme *
@@ -166,281 +166,28 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	return st;
 }
 
-/* Start a transaction; write is nonzero if it may change anything. */
-int
-store_begin(struct store *st, int write)
+/* Forget the records kept of a key. */
+static void
+forget(struct store *st)
 {
-	return st->ops->begin(st->impl, write);
+	int i;
+
+	for (i = 0; i < st->nrec; i++)
+		free(st->rec[i].data);
+	st->nrec = 0;
+	st->mask = 0;
 }
 
-/*
- * Start a group transaction: until store_group_end(), each begin and
- * commit is one request inside it, and store_close() leaves the store
- * open for the next.
- */
-int
-store_group_begin(struct store *st)
-{
-	if (st->ops->group_begin(st->impl) == -1)
-		return -1;
-	st->group = 1;
-	return 0;
-}
-
-/* Commit (commit nonzero) or roll back the group: 0 or -1. */
-int
-store_group_end(struct store *st, int commit)
-{
-	st->group = 0;
-	return st->ops->group_end(st->impl, commit);
-}
-
-/*
- * Load limit idx of a key: 1 if found, 0 if it has no state, -1 error.  A
- * record that throttle could not have written is an error, never decided
- * on: every store's records are checked here, the same way.
- */
-int
-store_load(struct store *st, const char *key, size_t keylen, int idx,
-    struct keyrec *rec)
-{
-	const char *why;
-	int found = st->ops->load(st->impl, key, keylen, idx, rec);
-
-	if (found == 1 && limit_check_record(rec, &why) == -1) {
-		bad_record(st, key, keylen, why);
-		free(rec->state.slots);
-		rec->state.slots = NULL;
-		rec->state.nslots = 0;
-		return -1;
-	}
-	return found;
-}
-
-/* Forget a key's limits from index n on. */
-int
-store_trim(struct store *st, const char *key, size_t keylen, int n)
-{
-	return st->ops->trim(st->impl, key, keylen, n);
-}
-
-/* The key's lockout into *k (k->until 0: none); checked as store_load(). */
-int
-store_lockout_get(struct store *st, const char *key, size_t keylen,
-    struct lockout *k)
-{
-	const char *why;
-
-	memset(k, 0, sizeof(*k));
-	if (st->ops->lockout_get(st->impl, key, keylen, k) == -1)
-		return -1;
-	if (lockout_check(k, &why) == -1) {
-		bad_record(st, key, keylen, why);
-		return -1;
-	}
-	return 0;
-}
-
-/* Lock the key out as k says. */
-int
-store_lockout_put(struct store *st, const char *key, size_t keylen,
-    const struct lockout *k)
-{
-	return st->ops->lockout_put(st->impl, key, keylen, k);
-}
-
-/* A policy's options into buf: 1 found, 0 none, -1 error. */
-int
-store_policy_get(struct store *st, const char *name, char *buf, size_t len)
-{
-	return st->ops->policy_get(st->impl, name, buf, len);
-}
-
-/* Save a policy's options, replacing any earlier ones. */
-int
-store_policy_put(struct store *st, const char *name, const char *options)
-{
-	return st->ops->policy_put(st->impl, name, options);
-}
-
-/* Delete a policy: 1 if there was one, 0 if not. */
-int
-store_policy_del(struct store *st, const char *name)
-{
-	return st->ops->policy_del(st->impl, name);
-}
-
-/* Call fn for every policy, by name. */
-int
-store_policy_list(struct store *st,
-    int (*fn)(const char *, const char *, void *), void *arg)
-{
-	return st->ops->policy_list(st->impl, fn, arg);
-}
-
-/* Call fn for every key with rate state or leases, once each. */
-int
-store_names(struct store *st, int (*fn)(const char *, size_t, void *),
-    void *arg)
-{
-	return st->ops->names(st->impl, fn, arg);
-}
-
-/*
- * Forget rate state at rest and ended lockouts: everything (limit 0) or a
- * few rows from a random place; the number of keys' limits forgotten.
- */
-int64_t
-store_tidy(struct store *st, int64_t now, int64_t limit)
-{
-	return st->ops->tidy(st->impl, now, limit);
-}
-
-/* Save a key's record, replacing any earlier one. */
-int
-store_save(struct store *st, const struct keyrec *rec)
-{
-	return st->ops->save(st->impl, rec);
-}
-
-/* Forget a key; forgetting a key that has no state is not an error. */
-int
-store_delete(struct store *st, const char *key, size_t keylen)
-{
-	return st->ops->del(st->impl, key, keylen);
-}
-
-struct rec_walk {
-	struct store *st;
-	int (*fn)(const struct keyrec *, void *);
-	void *arg;
-	int bad;
-};
-
-static int
-checked_rec(const struct keyrec *rec, void *p)
-{
-	struct rec_walk *w = p;
-	const char *why;
-
-	if (limit_check_record(rec, &why) == -1) {
-		bad_record(w->st, rec->key, rec->keylen, why);
-		w->bad = 1;
-		return -1;
-	}
-	return w->fn(rec, w->arg);
-}
-
-/*
- * Call fn for every key's limits in key order, each checked as store_load()
- * checks it; stop early if fn returns nonzero.
- */
-int
-store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
-    void *arg)
-{
-	struct rec_walk w = { st, fn, arg, 0 };
-	int rc = st->ops->list(st->impl, checked_rec, &w);
-
-	return w.bad ? -1 : rc;
-}
-
-struct lease_walk {
-	struct store *st;
-	int (*fn)(const char *, size_t, const struct lease *, void *);
-	void *arg;
-	int bad;
-};
-
-static int
-checked_lease(const char *key, size_t keylen, const struct lease *l, void *p)
-{
-	struct lease_walk *w = p;
-	const char *why;
-
-	if (lease_check(l, &why) == -1) {
-		bad_record(w->st, key, keylen, why);
-		w->bad = 1;
-		return -1;
-	}
-	return w->fn(key, keylen, l, w->arg);
-}
-
-/*
- * Call fn for each lease of key (every key's, if key is NULL), each checked
- * as store_load() checks a key's limits.
- */
-int
-store_lease_list(struct store *st, const char *key, size_t keylen,
-    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
-{
-	struct lease_walk w = { st, fn, arg, 0 };
-	int rc = st->ops->lease_list(st->impl, key, keylen, checked_lease, &w);
-
-	return w.bad ? -1 : rc;
-}
-
-/* Save a lease, replacing one with the same id. */
-int
-store_lease_put(struct store *st, const char *key, size_t keylen,
-    const struct lease *l)
-{
-	return st->ops->lease_put(st->impl, key, keylen, l);
-}
-
-/* Free a lease: 1 if it was held, 0 if there was no such lease. */
-int
-store_lease_del(struct store *st, const char *key, size_t keylen,
-    const char *id)
-{
-	return st->ops->lease_del(st->impl, key, keylen, id);
-}
-
-/* Load a shedder's amount and when it changed: 1 found, 0 none. */
-int
-store_shed_load(struct store *st, const char *key, size_t keylen,
-    int64_t *amount, int64_t *changed)
-{
-	const char *why;
-	int found = st->ops->shed_load(st->impl, key, keylen, amount, changed);
-
-	if (found == 1 && shed_check(*amount, *changed, &why) == -1) {
-		bad_record(st, key, keylen, why);
-		return -1;
-	}
-	return found;
-}
-
-/* Save a shedder's amount and when it changed. */
-int
-store_shed_save(struct store *st, const char *key, size_t keylen,
-    int64_t amount, int64_t changed)
-{
-	return st->ops->shed_save(st->impl, key, keylen, amount, changed);
-}
-
-/*
- * Check every page of the store, inside a transaction: 0, or -1 with what
- * is wrong.  A store with nothing of the kind to check passes.
- */
-int
-store_verify(struct store *st, int quick)
-{
-	return st->ops->verify != NULL ? st->ops->verify(st->impl, quick) : 0;
-}
-
-/* Commit: 0 done, STORE_RETRY run the transaction again, -1 error. */
-int
-store_commit(struct store *st)
-{
-	return st->ops->commit(st->impl);
-}
-
-/* Abandon the transaction, if one is open. */
+/* Close the store; NULL is ignored. */
 void
-store_rollback(struct store *st)
+store_close(struct store *st)
 {
-	st->ops->rollback(st->impl);
+	if (st == NULL)
+		return;
+	forget(st);
+	free(st->rec);
+	st->ops->close(st->impl);
+	free(st);
 }
 
 /* The message left by the last failure. */
@@ -450,31 +197,72 @@ store_error(const struct store *st)
 	return st->err;
 }
 
-/* Close the store; NULL is ignored, and so is a held one. */
-void
-store_close(struct store *st)
+/*
+ * A record that failed its check: "NAME: the key 'KEY' WHY, which this
+ * throttle cannot use; ..." in st->err.  Not "edited by something else":
+ * nothing says who wrote it.
+ */
+static int
+bad_record(struct store *st, const char *key, size_t keylen, const char *why)
 {
-	if (st == NULL || st->group || st->held)
-		return; /* its owner closes it */
-	st->ops->close(st->impl);
-	free(st);
+	FILE *fp;
+
+	if ((fp = fmemopen(st->err, sizeof(st->err), "w")) == NULL) {
+		snprintf(st->err, sizeof(st->err), "%s: a key %s", st->name,
+		    why);
+		return -1;
+	}
+	fprintf(fp, "%s: the key '", st->name);
+	escape_text(fp, key, keylen);
+	fprintf(fp,
+	    "' %s, which this throttle cannot use (throttle reset the key "
+	    "to start it afresh)",
+	    why);
+	fclose(fp);
+	return -1;
 }
 
-/* Keep the store open through store_close(), for store_free(). */
-void
-store_hold(struct store *st)
+/* Start a transaction; write is nonzero if it may change anything. */
+int
+store_begin(struct store *st, int write)
 {
-	st->held = 1;
+	forget(st);
+	return st->ops->begin(st->impl, write);
 }
 
-/* Close a held store. */
-void
-store_free(struct store *st)
+/* Commit: 0 done, STORE_RETRY run the transaction again, -1 error. */
+int
+store_commit(struct store *st)
 {
-	if (st == NULL)
-		return;
-	st->held = st->group = 0;
-	store_close(st);
+	forget(st);
+	return st->ops->commit(st->impl);
+}
+
+/* Abandon the transaction, if one is open. */
+void
+store_rollback(struct store *st)
+{
+	forget(st);
+	st->ops->rollback(st->impl);
+}
+
+/*
+ * Start a group transaction (throttle batch): until store_group_end(),
+ * each begin and commit is one request inside it.
+ */
+int
+store_group_begin(struct store *st)
+{
+	forget(st);
+	return st->ops->group_begin(st->impl);
+}
+
+/* Commit (commit nonzero) or roll back the group: 0 or -1. */
+int
+store_group_end(struct store *st, int commit)
+{
+	forget(st);
+	return st->ops->group_end(st->impl, commit);
 }
 
 /* The store's clock (a Redis server's TIME): 0, or -1 if it has none. */
@@ -491,6 +279,665 @@ int
 store_has_clock(const struct store *st)
 {
 	return st->ops->now != NULL;
+}
+
+/*
+ * Check every page of the store, inside a transaction: 0, or -1 with what
+ * is wrong.  A store with nothing of the kind to check passes.
+ */
+int
+store_verify(struct store *st, int quick)
+{
+	return st->ops->verify != NULL ? st->ops->verify(st->impl, quick) : 0;
+}
+
+static int
+keep(void *arg, int kind, const char *id, size_t idlen, const char *data,
+    size_t len)
+{
+	struct store *st = arg;
+	struct cached *c;
+
+	if (idlen > LEASE_ID_LEN) {
+		snprintf(st->err, sizeof(st->err),
+		    "%s: holds a record with an id of %zu bytes, which this "
+		    "throttle cannot use",
+		    st->name, idlen);
+		return -1;
+	}
+	if (st->nrec == st->caprec) {
+		st->caprec = st->caprec ? st->caprec * 2 : 8;
+		st->rec = xrealloc(st->rec, (size_t)st->caprec * sizeof(*c));
+	}
+	c = &st->rec[st->nrec++];
+	c->kind = kind;
+	memcpy(c->id, id, idlen);
+	c->id[idlen] = '\0';
+	c->data = xmalloc(len + 1);
+	memcpy(c->data, data, len);
+	c->data[len] = '\0';
+	c->len = len;
+	return 0;
+}
+
+/*
+ * Make sure the records of the kinds in mask of key are kept (promise 2):
+ * a key's limits and lockout are read together.  0 or -1.
+ */
+static int
+fetch(struct store *st, const char *key, size_t keylen, unsigned mask)
+{
+	if (mask & (REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT)))
+		mask |= REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT);
+	if (st->mask != 0 &&
+	    (st->keylen != keylen || memcmp(st->key, key, keylen) != 0))
+		forget(st);
+	mask &= ~st->mask;
+	if (mask == 0)
+		return 0;
+	memcpy(st->key, key, keylen);
+	st->keylen = keylen;
+	if (st->ops->get(st->impl, key, keylen, mask, keep, st) == -1) {
+		forget(st);
+		return -1;
+	}
+	st->mask |= mask;
+	return 0;
+}
+
+/* The kept record of kind with id, or NULL. */
+static const struct cached *
+kept(const struct store *st, int kind, const char *id)
+{
+	int i;
+
+	for (i = 0; i < st->nrec; i++)
+		if (st->rec[i].kind == kind && strcmp(st->rec[i].id, id) == 0)
+			return &st->rec[i];
+	return NULL;
+}
+
+/* Forget what is kept of key: it is about to change. */
+static void
+changed(struct store *st, const char *key, size_t keylen)
+{
+	if (st->mask != 0 && st->keylen == keylen &&
+	    memcmp(st->key, key, keylen) == 0)
+		forget(st);
+}
+
+/* A limit's record from its bytes, sub-windows and all: 0 or -1. */
+static int
+decode_limit(struct store *st, const char *key, size_t keylen, const char *p,
+    size_t len, struct keyrec *rec)
+{
+	const unsigned char *slots;
+	size_t nslots;
+	int64_t n;
+	int r;
+
+	rec->state.slots = NULL;
+	rec->state.nslots = 0;
+	if ((r = record_limit_decode(p, len, rec, &slots, &nslots)) == -2) {
+		char why[96], name[33];
+		size_t i;
+
+		/* the name as stored, up to its first space, shown safely */
+		for (i = 0; i < len && i < sizeof(name) - 1 && p[i] != ' '; i++)
+			name[i] = (char)(p[i] > ' ' && p[i] < 127 ? p[i] : '?');
+		name[i] = '\0';
+		snprintf(why, sizeof(why),
+		    "has an unknown algorithm '%s' (written by a newer "
+		    "throttle?)",
+		    name);
+		return bad_record(st, key, keylen, why);
+	}
+	if (r == -1)
+		return bad_record(st, key, keylen,
+		    "has a state this throttle cannot read");
+	if (nslots > 0) {
+		/* one pass: a sub-window takes at least two bytes */
+		rec->state.slots = xcalloc(nslots / 2 + 1, sizeof(struct slot));
+		if ((n = slots_decode(slots, nslots, rec->state.slots,
+			 nslots / 2 + 1)) < 0) {
+			free(rec->state.slots);
+			rec->state.slots = NULL;
+			return bad_record(st, key, keylen,
+			    "has a state whose sub-windows are not in "
+			    "throttle's "
+			    "encoding");
+		}
+		rec->state.nslots = (size_t)n;
+	}
+	memcpy(rec->key, key, keylen);
+	rec->key[keylen] = '\0';
+	rec->keylen = keylen;
+	return 0;
+}
+
+/* A limit's record checked as throttle would have written it: 0 or -1. */
+static int
+checked_limit(struct store *st, struct keyrec *rec)
+{
+	const char *why;
+
+	if (limit_check_record(rec, &why) == 0)
+		return 0;
+	free(rec->state.slots);
+	rec->state.slots = NULL;
+	rec->state.nslots = 0;
+	return bad_record(st, rec->key, rec->keylen, why);
+}
+
+/*
+ * Load limit idx of a key: 1 if found, 0 if it has no state, -1 error
+ * (with a record throttle could not have written).  rec->more says
+ * whether the key has limits past idx.
+ */
+int
+store_load(struct store *st, const char *key, size_t keylen, int idx,
+    struct keyrec *rec)
+{
+	const struct cached *c = NULL;
+	char id[2] = { (char)('0' + idx), '\0' };
+	int i;
+
+	rec->more = 0;
+	rec->state.slots = NULL;
+	rec->state.nslots = 0;
+	if (fetch(st, key, keylen, REC_MASK(REC_LIMIT)) == -1)
+		return -1;
+	for (i = 0; i < st->nrec; i++) {
+		if (st->rec[i].kind != REC_LIMIT)
+			continue;
+		if (strlen(st->rec[i].id) != 1 || st->rec[i].id[0] < '0' ||
+		    st->rec[i].id[0] >= '0' + LIMITS_MAX)
+			return bad_record(st, key, keylen,
+			    "has a limit index this throttle cannot read");
+		if (st->rec[i].id[0] == id[0])
+			c = &st->rec[i];
+		else if (st->rec[i].id[0] > id[0])
+			rec->more = 1;
+	}
+	if (c == NULL)
+		return 0;
+	if (decode_limit(st, key, keylen, c->data, c->len, rec) == -1)
+		return -1;
+	rec->idx = idx;
+	return checked_limit(st, rec) == -1 ? -1 : 1;
+}
+
+/* Save a key's limit, replacing any earlier one. */
+int
+store_save(struct store *st, const struct keyrec *rec)
+{
+	char id[2] = { (char)('0' + rec->idx), '\0' };
+	char *buf = xmalloc(record_limit_size(rec));
+	size_t n = record_limit_encode(rec, buf);
+	int r;
+
+	changed(st, rec->key, rec->keylen);
+	r = st->ops->put(st->impl, rec->key, rec->keylen, REC_LIMIT, id, 1, buf,
+	    n, rec->rest_at);
+	free(buf);
+	return r;
+}
+
+/* Forget a key's limits from index n on (a compound limit shrank). */
+int
+store_trim(struct store *st, const char *key, size_t keylen, int n)
+{
+	char id[2] = { 0, 0 };
+
+	changed(st, key, keylen);
+	for (; n < LIMITS_MAX; n++) {
+		id[0] = (char)('0' + n);
+		if (st->ops->del(st->impl, key, keylen, REC_MASK(REC_LIMIT), id,
+			1) == -1)
+			return -1;
+	}
+	return 0;
+}
+
+/* Forget a key's limits and lockout; a key with none is not an error. */
+int
+store_delete(struct store *st, const char *key, size_t keylen)
+{
+	changed(st, key, keylen);
+	return st->ops->del(st->impl, key, keylen,
+		   REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT), NULL, 0) == -1
+	    ? -1
+	    : 0;
+}
+
+/* The key's lockout into *k (k->until 0: none); checked as store_load(). */
+int
+store_lockout_get(struct store *st, const char *key, size_t keylen,
+    struct lockout *k)
+{
+	const struct cached *c;
+	const char *why;
+
+	memset(k, 0, sizeof(*k));
+	if (fetch(st, key, keylen, REC_MASK(REC_LOCKOUT)) == -1)
+		return -1;
+	if ((c = kept(st, REC_LOCKOUT, "")) == NULL)
+		return 0;
+	if (record_lockout_decode(c->data, c->len, k) == -1)
+		return bad_record(st, key, keylen,
+		    "has a lockout this throttle cannot read");
+	if (lockout_check(k, &why) == -1)
+		return bad_record(st, key, keylen, why);
+	return 0;
+}
+
+/* Lock the key out as k says. */
+int
+store_lockout_put(struct store *st, const char *key, size_t keylen,
+    const struct lockout *k)
+{
+	char buf[64];
+	size_t n = record_lockout_encode(k, buf);
+
+	changed(st, key, keylen);
+	return st->ops->put(st->impl, key, keylen, REC_LOCKOUT, "", 0, buf, n,
+	    k->until == LOCKOUT_NEVER ? RECORD_FOREVER : k->until);
+}
+
+/* A lease's record decoded and checked: 0 or -1. */
+static int
+decode_lease(struct store *st, const char *key, size_t keylen, const char *id,
+    size_t idlen, const char *p, size_t len, struct lease *l)
+{
+	const char *why;
+
+	if (record_lease_decode(id, idlen, p, len, l) == -1)
+		return bad_record(st, key, keylen,
+		    "has a lease this throttle cannot read");
+	if (lease_check(l, &why) == -1)
+		return bad_record(st, key, keylen, why);
+	return 0;
+}
+
+struct lease_walk {
+	struct store *st;
+	int (*fn)(const char *, size_t, const struct lease *, void *);
+	void *arg;
+	int bad;
+	/* leases of one key, sorted by when they were taken */
+	struct lease *v;
+	size_t n, cap;
+	char key[KEY_MAX];
+	size_t keylen;
+};
+
+static int
+cmp_lease(const void *x, const void *y)
+{
+	const struct lease *a = x, *b = y;
+
+	if (a->acquired != b->acquired)
+		return a->acquired < b->acquired ? -1 : 1;
+	return strcmp(a->id, b->id);
+}
+
+/* Hand the leases gathered of one key to fn, oldest first. */
+static int
+walk_flush(struct lease_walk *w)
+{
+	size_t i;
+	int r = 0;
+
+	if (w->n > 1)
+		qsort(w->v, w->n, sizeof(*w->v), cmp_lease);
+	for (i = 0; i < w->n && r == 0; i++)
+		r = w->fn(w->key, w->keylen, &w->v[i], w->arg);
+	w->n = 0;
+	return r;
+}
+
+static int
+walk_one(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct lease_walk *w = arg;
+	int r;
+
+	(void)kind;
+	if (w->n > 0 &&
+	    (keylen != w->keylen || memcmp(key, w->key, keylen) != 0) &&
+	    (r = walk_flush(w)) != 0)
+		return r;
+	if (keylen > KEY_MAX) {
+		w->bad = 1;
+		return bad_record(w->st, key, KEY_MAX, "is too long");
+	}
+	memcpy(w->key, key, keylen);
+	w->keylen = keylen;
+	if (w->n == w->cap) {
+		w->cap = w->cap ? w->cap * 2 : 8;
+		w->v = xrealloc(w->v, w->cap * sizeof(*w->v));
+	}
+	if (decode_lease(w->st, key, keylen, id, idlen, data, len,
+		&w->v[w->n]) == -1) {
+		w->bad = 1;
+		return -1;
+	}
+	w->n++;
+	return 0;
+}
+
+static int
+walk_rec(void *arg, int kind, const char *id, size_t idlen, const char *data,
+    size_t len)
+{
+	struct lease_walk *w = arg;
+
+	return walk_one(arg, w->key, w->keylen, kind, id, idlen, data, len);
+}
+
+/*
+ * Call fn for each lease of key (every key's, if key is NULL), oldest
+ * first, each checked as store_load() checks a key's limits.
+ */
+int
+store_lease_list(struct store *st, const char *key, size_t keylen,
+    int (*fn)(const char *, size_t, const struct lease *, void *), void *arg)
+{
+	struct lease_walk w;
+	int r;
+
+	memset(&w, 0, sizeof(w));
+	w.st = st;
+	w.fn = fn;
+	w.arg = arg;
+	if (key != NULL) {
+		memcpy(w.key, key, keylen);
+		w.keylen = keylen;
+		r = st->ops->get(st->impl, key, keylen, REC_MASK(REC_LEASE),
+		    walk_rec, &w);
+	} else
+		r = st->ops->scan(st->impl, REC_MASK(REC_LEASE), walk_one, &w);
+	if (r == 0 && !w.bad)
+		r = walk_flush(&w);
+	free(w.v);
+	return w.bad ? -1 : r;
+}
+
+/* Save a lease, replacing one with the same id. */
+int
+store_lease_put(struct store *st, const char *key, size_t keylen,
+    const struct lease *l)
+{
+	char buf[RECORD_LEASE_MAX];
+	size_t n = record_lease_encode(l, buf);
+
+	changed(st, key, keylen);
+	return st->ops->put(st->impl, key, keylen, REC_LEASE, l->id,
+	    strlen(l->id), buf, n,
+	    l->expires == 0 ? RECORD_FOREVER : l->expires);
+}
+
+/* Free a lease: 1 if it was held, 0 if there was no such lease. */
+int
+store_lease_del(struct store *st, const char *key, size_t keylen,
+    const char *id)
+{
+	changed(st, key, keylen);
+	return st->ops->del(st->impl, key, keylen, REC_MASK(REC_LEASE), id,
+	    strlen(id));
+}
+
+/* Load a shedder's amount and when it changed: 1 found, 0 none. */
+int
+store_shed_load(struct store *st, const char *key, size_t keylen,
+    int64_t *amount, int64_t *changed_at)
+{
+	const struct cached *c;
+	const char *why;
+
+	if (fetch(st, key, keylen, REC_MASK(REC_SHED)) == -1)
+		return -1;
+	if ((c = kept(st, REC_SHED, "")) == NULL)
+		return 0;
+	if (record_shed_decode(c->data, c->len, amount, changed_at) == -1)
+		return bad_record(st, key, keylen,
+		    "has a shedder this throttle cannot read");
+	if (shed_check(*amount, *changed_at, &why) == -1)
+		return bad_record(st, key, keylen, why);
+	return 1;
+}
+
+/* Save a shedder's amount and when it changed. */
+int
+store_shed_save(struct store *st, const char *key, size_t keylen,
+    int64_t amount, int64_t changed_at)
+{
+	char buf[64];
+	size_t n = record_shed_encode(amount, changed_at, buf);
+
+	changed(st, key, keylen);
+	return st->ops->put(st->impl, key, keylen, REC_SHED, "", 0, buf, n,
+	    record_expiry(REC_SHED, buf, n));
+}
+
+struct policy_get {
+	char *buf;
+	size_t len;
+	int found, bad;
+};
+
+static int
+policy_one(void *arg, int kind, const char *id, size_t idlen, const char *data,
+    size_t len)
+{
+	struct policy_get *g = arg;
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	if (len >= g->len || memchr(data, '\0', len) != NULL) {
+		g->bad = 1;
+		return -1;
+	}
+	memcpy(g->buf, data, len);
+	g->buf[len] = '\0';
+	g->found = 1;
+	return 0;
+}
+
+static int
+bad_policy(struct store *st)
+{
+	snprintf(st->err, sizeof(st->err),
+	    "%s: holds a policy this throttle cannot read (set it afresh "
+	    "with throttle policy set)",
+	    st->name);
+	return -1;
+}
+
+/* A policy's options into buf: 1 found, 0 none, -1 error. */
+int
+store_policy_get(struct store *st, const char *name, char *buf, size_t len)
+{
+	struct policy_get g = { buf, len, 0, 0 };
+
+	if (st->ops->get(st->impl, name, strlen(name), REC_MASK(REC_POLICY),
+		policy_one, &g) == -1)
+		return g.bad ? bad_policy(st) : -1;
+	return g.found;
+}
+
+/* Save a policy's options, replacing any earlier ones. */
+int
+store_policy_put(struct store *st, const char *name, const char *options)
+{
+	return st->ops->put(st->impl, name, strlen(name), REC_POLICY, "", 0,
+	    options, strlen(options), RECORD_FOREVER);
+}
+
+/* Delete a policy: 1 if there was one, 0 if not. */
+int
+store_policy_del(struct store *st, const char *name)
+{
+	return st->ops->del(st->impl, name, strlen(name), REC_MASK(REC_POLICY),
+	    NULL, 0);
+}
+
+struct policy_walk {
+	struct store *st;
+	int (*fn)(const char *, const char *, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+policy_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct policy_walk *w = arg;
+	char name[KEY_MAX + 1], spec[POLICY_MAX];
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	if (keylen == 0 || keylen > KEY_MAX || len >= sizeof(spec) ||
+	    memchr(key, '\0', keylen) != NULL ||
+	    memchr(data, '\0', len) != NULL) {
+		w->bad = 1;
+		return bad_policy(w->st);
+	}
+	memcpy(name, key, keylen);
+	name[keylen] = '\0';
+	memcpy(spec, data, len);
+	spec[len] = '\0';
+	return w->fn(name, spec, w->arg);
+}
+
+/* Call fn for every policy, by name. */
+int
+store_policy_list(struct store *st,
+    int (*fn)(const char *, const char *, void *), void *arg)
+{
+	struct policy_walk w = { st, fn, arg, 0 };
+	int r = st->ops->scan(st->impl, REC_MASK(REC_POLICY), policy_each, &w);
+
+	return w.bad ? -1 : r;
+}
+
+struct name_walk {
+	int (*fn)(const char *, size_t, void *);
+	void *arg;
+	char last[KEY_MAX];
+	size_t lastlen;
+	int any;
+};
+
+static int
+name_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct name_walk *w = arg;
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	(void)data;
+	(void)len;
+	if (keylen > KEY_MAX ||
+	    (w->any && keylen == w->lastlen &&
+		memcmp(key, w->last, keylen) == 0))
+		return 0;
+	memcpy(w->last, key, keylen);
+	w->lastlen = keylen;
+	w->any = 1;
+	return w->fn(key, keylen, w->arg);
+}
+
+/* Call fn for every key with rate state or leases, once each, in order. */
+int
+store_names(struct store *st, int (*fn)(const char *, size_t, void *),
+    void *arg)
+{
+	struct name_walk w;
+
+	memset(&w, 0, sizeof(w));
+	w.fn = fn;
+	w.arg = arg;
+	return st->ops->scan(st->impl,
+	    REC_MASK(REC_LIMIT) | REC_MASK(REC_LEASE), name_each, &w);
+}
+
+struct rec_walk {
+	struct store *st;
+	int (*fn)(const struct keyrec *, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+rec_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct rec_walk *w = arg;
+	struct keyrec *rec = xmalloc(sizeof(*rec));
+	int r;
+
+	(void)kind;
+	memset(rec, 0, sizeof(*rec));
+	if (keylen == 0 || keylen > KEY_MAX)
+		r = bad_record(w->st, key, keylen > KEY_MAX ? KEY_MAX : keylen,
+		    "has a name of a length throttle never writes");
+	else if (idlen != 1 || id[0] < '0' || id[0] >= '0' + LIMITS_MAX)
+		r = bad_record(w->st, key, keylen,
+		    "has a limit index this throttle cannot read");
+	else if ((r = decode_limit(w->st, key, keylen, data, len, rec)) == 0) {
+		rec->idx = id[0] - '0';
+		if ((r = checked_limit(w->st, rec)) == 0) {
+			r = w->fn(rec, w->arg);
+			free(rec->state.slots);
+			free(rec);
+			return r;
+		}
+	}
+	free(rec->state.slots);
+	free(rec);
+	w->bad = 1;
+	return r;
+}
+
+/*
+ * Call fn for every key's limits in key order, each checked as
+ * store_load() checks it; stop early if fn returns nonzero.
+ */
+int
+store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
+    void *arg)
+{
+	struct rec_walk w = { st, fn, arg, 0 };
+	int r = st->ops->scan(st->impl, REC_MASK(REC_LIMIT), rec_each, &w);
+
+	return w.bad ? -1 : r;
+}
+
+/*
+ * Forget rate state at rest, ended lockouts and shedders long idle:
+ * everything (limit 0) or a few records from a random place; the number
+ * of limits forgotten, or -1.
+ */
+int64_t
+store_tidy(struct store *st, int64_t now, int64_t limit)
+{
+	int64_t counts[REC_KINDS] = { 0 };
+
+	st->mask = 0;
+	forget(st);
+	if (st->ops->tidy(st->impl,
+		REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT) |
+		    REC_MASK(REC_SHED),
+		now, limit, counts) == -1)
+		return -1;
+	return counts[REC_LIMIT];
 }
 
 /*

@@ -395,6 +395,7 @@ extern const struct algo algo_hybrid;
 /* clock.c */
 int clock_now(int64_t *, const char **);
 int clock_pinned(void);
+const char *clock_pinned_text(void);
 int64_t clock_monotonic(void);
 int clock_sleep(int64_t);
 
@@ -541,6 +542,7 @@ int64_t lease_expires_after(const struct lease *, int64_t);
 
 /* limit.c */
 int limit_validate(const struct limit *, const char **);
+int64_t limit_horizon(const struct limit *);
 int limit_same(const struct limit *, const struct limit *);
 int limit_carry(const struct limit *, const struct keyrec *, int, int64_t,
     struct kstate *);
@@ -612,40 +614,71 @@ int64_t slots_decode(const unsigned char *, size_t, struct slot *, size_t);
 /* faultvfs.c (tests only, -DTHROTTLE_FAULT) */
 void faultvfs_register(void);
 
+/* record.c */
+/* What a store keeps of a key: records of these kinds, each with an id. */
+enum rec_kind {
+	REC_LIMIT = 1, /* id "0".."7": one of the key's limits */
+	REC_LOCKOUT = 2,
+	REC_LEASE = 3, /* id: the lease id */
+	REC_SHED = 4,
+	REC_POLICY = 5 /* key: the policy's name */
+};
+#define REC_KINDS 6
+#define REC_MASK(k) (1u << (k))
+#define RECORD_FOREVER INT64_MAX /* a record's expiry: never */
+#define RECORD_LEASE_MAX (10 * 24 + BOOT_ID_MAX + HOST_MAX)
+size_t record_limit_size(const struct keyrec *);
+size_t record_limit_encode(const struct keyrec *, char *);
+int record_limit_decode(const char *, size_t, struct keyrec *,
+    const unsigned char **, size_t *);
+size_t record_lockout_encode(const struct lockout *, char *);
+int record_lockout_decode(const char *, size_t, struct lockout *);
+size_t record_lease_encode(const struct lease *, char *);
+int
+record_lease_decode(const char *, size_t, const char *, size_t, struct lease *);
+size_t record_shed_encode(int64_t, int64_t, char *);
+int record_shed_decode(const char *, size_t, int64_t *, int64_t *);
+int64_t record_expiry(int, const char *, size_t);
+
 /* store.c */
 #define STORE_RETRY 1
 struct store;
-/* What a store implements; errors go to the buffer given to open. */
+/* fn(arg, kind, id, idlen, data, len): one record of a key; nonzero stops */
+typedef int (
+    *store_rec_fn)(void *, int, const char *, size_t, const char *, size_t);
+/* fn(arg, key, keylen, kind, id, idlen, data, len): one record of a scan */
+typedef int (*store_scan_fn)(void *, const char *, size_t, int, const char *,
+    size_t, const char *, size_t);
+/*
+ * What a store implements: records by key, kind and id, with their bytes
+ * (record.c) and an expiry, in transactions.  Errors go to the buffer
+ * given to open.  A store never looks inside a record.
+ */
 struct store_ops {
 	void *(*open)(const char *, int64_t, int, char *, size_t);
+	void (*close)(void *);
 	int (*begin)(void *, int);
-	int (*load)(void *, const char *, size_t, int, struct keyrec *);
-	int (*save)(void *, const struct keyrec *);
-	int (*del)(void *, const char *, size_t);
-	int (*trim)(void *, const char *, size_t, int);
-	int (*lockout_get)(void *, const char *, size_t, struct lockout *);
-	int (
-	    *lockout_put)(void *, const char *, size_t, const struct lockout *);
-	int (*policy_get)(void *, const char *, char *, size_t);
-	int (*policy_put)(void *, const char *, const char *);
-	int (*policy_del)(void *, const char *);
-	int (*policy_list)(void *, int (*)(const char *, const char *, void *),
-	    void *);
-	int64_t (*tidy)(void *, int64_t, int64_t);
-	int (*names)(void *, int (*)(const char *, size_t, void *), void *);
-	int (*list)(void *, int (*)(const struct keyrec *, void *), void *);
-	int (*lease_list)(void *, const char *, size_t,
-	    int (*)(const char *, size_t, const struct lease *, void *),
-	    void *);
-	int (*lease_put)(void *, const char *, size_t, const struct lease *);
-	int (*lease_del)(void *, const char *, size_t, const char *);
-	int (*shed_load)(void *, const char *, size_t, int64_t *, int64_t *);
-	int (*shed_save)(void *, const char *, size_t, int64_t, int64_t);
+	/* 0 done, STORE_RETRY (a race lost: run it again), -1 error */
 	int (*commit)(void *);
 	void (*rollback)(void *);
-	void (*close)(void *);
 	int (*group_begin)(void *);
 	int (*group_end)(void *, int);
+	/* the key's records of the kinds in mask, in kind and id order */
+	int (
+	    *get)(void *, const char *, size_t, unsigned, store_rec_fn, void *);
+	int (*put)(void *, const char *, size_t, int, const char *, size_t,
+	    const char *, size_t, int64_t);
+	/* the key's records of the kinds in mask, or the one with id: 1 if
+	 * any was there, 0 if none */
+	int (
+	    *del)(void *, const char *, size_t, unsigned, const char *, size_t);
+	/* every record of the kinds in mask, in key order */
+	int (*scan)(void *, unsigned, store_scan_fn, void *);
+	/* forget records of the kinds in mask whose expiry has passed: all
+	 * of them (limit 0) or about limit from a random place; counts by
+	 * kind.  A store that checks at commit runs its own transactions:
+	 * call it outside any other. */
+	int (*tidy)(void *, unsigned, int64_t, int64_t, int64_t *);
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 	/* check every page (quick: less thoroughly), or NULL: none to do */
 	int (*verify)(void *, int);
@@ -657,8 +690,6 @@ int store_is_remote(const char *);
 void store_display(const char *, char *, size_t);
 int store_now(struct store *, int64_t *);
 int store_has_clock(const struct store *);
-void store_hold(struct store *);
-void store_free(struct store *);
 int store_begin(struct store *, int);
 int store_group_begin(struct store *);
 int store_group_end(struct store *, int);

@@ -84,3 +84,18 @@ load lib
 	run env THROTTLE_NOW= "$THROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 }
+
+@test "--wait takes its bound as the next word or after =, as help shows it" {
+	at 1000 consume w --limit 1/1h
+	run --separate-stderr at 1000 consume w --limit 1/1h --wait 1m
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"more than --wait allows"* ]]
+	run --separate-stderr at 1000 consume w --limit 1/1h --wait=1m
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"more than --wait allows"* ]]
+	# a word that is not a duration is the next operand, as before
+	run --separate-stderr at 1000 consume --wait w2 --limit 1/1h
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" help consume
+	[[ "$output" == *"[--wait [MAX]]"* ]]
+}

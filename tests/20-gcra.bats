@@ -84,24 +84,24 @@ load lib
 @test "a throttled consume changes nothing" {
 	needs_sqlite
 	at 100 consume k --limit 1/60s
-	sqlite3 state.db 'SELECT * FROM key_state' >before
+	records >before
 	run at 110 consume k --limit 1/60s
 	[ "$status" -eq 1 ]
-	sqlite3 state.db 'SELECT * FROM key_state' >after
+	records >after
 	cmp before after
 }
 
 @test "check answers what consume would, and never changes state" {
 	needs_sqlite
 	at 100 consume k --limit 2/60s
-	sqlite3 state.db 'SELECT * FROM key_state' >before
+	records >before
 	run at 100 check k --limit 2/60s --format json
 	[ "$status" -eq 0 ]
 	[ "$(field remaining "$output")" = 0 ]
 	check_out=$output
 	run at 100 check k --limit 2/60s --format json
 	[ "$output" = "$check_out" ]
-	sqlite3 state.db 'SELECT * FROM key_state' >after
+	records >after
 	cmp before after
 	run at 100 consume k --limit 2/60s --format json
 	[ "$output" = "$check_out" ]

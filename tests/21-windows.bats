@@ -64,7 +64,7 @@ expect() {
 		at "$t" consume k --limit 1000/60s --algorithm sliding-window --granularity 5s -q
 	done
 	# a 60s window at 5s granularity holds at most 12 sub-windows
-	bytes=$(sqlite3 state.db "SELECT length(slots) FROM key_state")
+	bytes=$(sqlite3 state.db "SELECT length(data) - instr(data, X'0A') FROM rec WHERE kind = 1")
 	[ "$bytes" -le $((12 * 20)) ]
 	run at 2000 inspect k --format json
 	[ "$(field remaining "$output")" -ge 990 ]
@@ -121,12 +121,12 @@ expect() {
 	needs_sqlite
 	for algo in fixed-window sliding-window hybrid; do
 		at 10 consume "k-$algo" --limit 3/60s --algorithm "$algo"
-		sqlite3 state.db 'SELECT * FROM key_state' >before
+		records >before
 		for t in 10 20 75 500; do
 			at "$t" check "k-$algo" --limit 3/60s --algorithm "$algo" >/dev/null 2>&1 || true
 			at "$t" check "k-$algo" --limit 3/60s --algorithm "$algo" --cost 3 >/dev/null 2>&1 || true
 		done
-		sqlite3 state.db 'SELECT * FROM key_state' >after
+		records >after
 		cmp before after
 		run at 10 check "k-$algo" --limit 3/60s --algorithm "$algo" --format json
 		checked=$output
@@ -237,19 +237,20 @@ expect() {
 @test "a stored window state throttle never writes is refused, exit 3" {
 	needs_sqlite
 	at 1 consume k --limit 3/60s --algorithm sliding-window
-	sqlite3 state.db "UPDATE key_state SET slots = X'00'"
+	slots_set k 00
 	cp state.db state.db.orig
 	run at 2 consume k --limit 3/60s --algorithm sliding-window
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"sub-windows are not in throttle's encoding"* ]]
 	cmp state.db state.db.orig
 	# a sliding window keeps no fields: a value in one is not its own
-	sqlite3 state.db "UPDATE key_state SET slots = X'0101', s1 = 5"
+	slots_set k 0101
+	limit_edit k 6 5
 	run at 2 inspect k
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"state out of range"* ]]
 	at 1 consume h --limit 3/60s --algorithm hybrid
-	sqlite3 state.db "UPDATE key_state SET s1 = 9 WHERE algorithm = 'hybrid'"
+	limit_edit h 6 9
 	run at 2 consume h --limit 3/60s --algorithm hybrid
 	[ "$status" -eq 3 ]
 }

@@ -79,3 +79,14 @@ YEAR=$((365 * 86400))
 		[ "$status" -le 1 ] || { echo "round $round: $status $output"; return 1; }
 	done
 }
+
+@test "a small step back is waited out, not handed back as allowance" {
+	# 1/60s: a step back of 10s (less than the limit's 60s) moves nothing
+	at 1000 consume s --limit 1/60s
+	run at 990 consume s --limit 1/60s
+	[ "$status" -eq 1 ]
+	run at 1050 consume s --limit 1/60s
+	[ "$status" -eq 1 ]
+	run at 1060 consume s --limit 1/60s
+	[ "$status" -eq 0 ]
+}

@@ -35,7 +35,7 @@ let_go() {
 	[ "$(stat -c %a "$TMP/a")" = 700 ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
-	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 4 ]
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 5 ]
 }
 
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
@@ -168,12 +168,41 @@ let_go() {
 	cp state.db v1.db
 	run at 2 check old --limit 1/1h --db v1.db
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 4 ]
+	[ "$(sqlite3 v1.db 'PRAGMA user_version')" = 5 ]
 	run at 2 consume old --limit 1/1h
 	[ "$status" -eq 1 ]
-	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 4 ]
+	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 5 ]
 	run at 2 acquire old --concurrency 1
 	[ "$status" -eq 0 ]
+	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
+}
+
+@test "a schema 4 file (every kind of record) is upgraded and decides the same" {
+	needs_sqlite
+	sqlite3 state.db <"$BATS_TEST_DIRNAME/fixtures/schema4.sql" >/dev/null
+	# what the version that wrote it answered at the same instant
+	run at 1000 inspect g --format json
+	[ "$output" = '{"key":"g","algorithm":"gcra","limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200}' ]
+	[ "$(sqlite3 state.db 'PRAGMA user_version')" = 5 ]
+	run at 1000 inspect w --format json
+	[ "$output" = '{"key":"w","algorithm":"sliding-window","limit":5,"period":3600,"burst":5,"granularity":60,"remaining":4,"retry_after":0,"reset_after":3560}' ]
+	run at 1000 inspect c --format json
+	[ "${lines[0]}" = '{"key":"c","algorithm":"gcra","limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200}' ]
+	[ "${lines[1]}" = '{"key":"c","algorithm":"gcra","limit":10,"period":86400,"burst":10,"remaining":9,"retry_after":0,"reset_after":8640}' ]
+	run at 1000 inspect ci --format json
+	[ "$output" = '{"key":"ci","lease":"cce53a0965da13f9","priority":"normal","owner":0,"host":"vm","age":0,"expires_after":86400}' ]
+	run at 1000 policy list
+	[ "$output" = "login --limit 5/15m --lockout 10m" ]
+	# the lockout holds to its end (8200s), then lifts
+	run at 5000 consume L --limit 1/1h --lockout 2h
+	[ "$status" -eq 1 ]
+	run at 8200 consume L --limit 1/1h --lockout 2h
+	[ "$status" -eq 0 ]
+	# the lease still takes one of the two slots
+	run at 1000 acquire ci --concurrency 2 --ttl 1m
+	[ "$status" -eq 0 ]
+	run at 1000 acquire ci --concurrency 2 --ttl 1m
+	[ "$status" -eq 1 ]
 	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
 }
 
@@ -193,7 +222,8 @@ let_go() {
 	at 1 consume k --limit 3/1s
 	at 1 consume other --limit 3/1s
 	# rest_at far ahead: a row at rest may be forgotten by any write
-	sqlite3 state.db "UPDATE key_state SET s2 = 99, rest_at = 9e15 WHERE key = CAST('k' AS BLOB)"
+	limit_edit k 7 99
+	sqlite3 state.db "UPDATE rec SET expires = 9000000000000000 WHERE key = CAST('k' AS BLOB)"
 	cp state.db state.db.orig
 	run at 2 consume k --limit 3/1s
 	[ "$status" -eq 3 ]
@@ -201,11 +231,12 @@ let_go() {
 	cmp state.db state.db.orig
 	run at 2 consume other --limit 3/1s
 	[ "$status" -eq 0 ]
-	sqlite3 state.db "UPDATE key_state SET algorithm = 'quantum' WHERE key = CAST('k' AS BLOB)"
+	limit_edit k 1 quantum
 	run at 2 inspect k
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"unknown algorithm 'quantum'"* ]]
-	sqlite3 state.db "UPDATE key_state SET algorithm = 'gcra', s1 = 'x' WHERE key = CAST('k' AS BLOB)"
+	limit_edit k 1 gcra
+	limit_edit k 6 x
 	run at 2 inspect
 	[ "$status" -eq 3 ]
 	run "$THROTTLE" reset k
@@ -220,7 +251,7 @@ let_go() {
 	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
 	# overwrite the b-tree page header of the key table's root page
 	page=$(sqlite3 state.db 'PRAGMA page_size')
-	root=$(sqlite3 state.db "SELECT rootpage FROM sqlite_schema WHERE name = 'key_state'")
+	root=$(sqlite3 state.db "SELECT rootpage FROM sqlite_schema WHERE name = 'rec'")
 	printf 'garbage!garbage!garbage!' | dd of=state.db bs=1 seek=$(((root - 1) * page)) conv=notrunc 2>/dev/null
 	cp state.db state.db.orig
 	run at 2 inspect

@@ -77,7 +77,7 @@ load lib
 @test "a policy this throttle cannot use is refused, exit 3" {
 	needs_sqlite
 	"$THROTTLE" policy set x --limit 1/1s
-	sqlite3 state.db "UPDATE policy SET options = '--db /tmp/evil'"
+	sqlite3 state.db "UPDATE rec SET data = CAST('--db /tmp/evil' AS BLOB) WHERE kind = 5"
 	run at 1 consume x
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"the policy 'x' holds options this throttle cannot use"* ]]
@@ -273,7 +273,7 @@ since() {
 @test "consume tidies keys at rest on its own, so the file stays bounded" {
 	needs_sqlite
 	for n in $(seq 200); do at "$n" consume "k$n" --limit 1/1s; done
-	left=$(sqlite3 state.db 'SELECT count(*) FROM key_state')
+	left=$(sqlite3 state.db 'SELECT count(*) FROM rec WHERE kind = 1')
 	[ "$left" -lt 150 ]
 }
 

@@ -119,7 +119,7 @@ load lib
 	track "$pid"
 	"$THROTTLE" acquire k --concurrency 1 --owner "$pid"
 	# the same pid with another start time: a different process
-	sqlite3 state.db "UPDATE lease SET pid_start = pid_start - 1"
+	lease_edit 6 '$0 - 1'
 	run "$THROTTLE" acquire k --concurrency 1
 	[ "$status" -eq 0 ]
 	kill "$pid"
@@ -133,9 +133,9 @@ load lib
 	"$THROTTLE" acquire a --concurrency 1 --owner "$pid"
 	"$THROTTLE" acquire b --concurrency 1 --owner "$pid"
 	# a: this host, an earlier boot: the owner is gone
-	sqlite3 state.db "UPDATE lease SET boot_id = '00000000-0000-0000-0000-0000000000ff' WHERE key = CAST('a' AS BLOB)"
+	lease_edit 7 '"00000000-0000-0000-0000-0000000000ff"' a
 	# b: another host: its owner cannot be checked here, so it holds
-	sqlite3 state.db "UPDATE lease SET host = 'elsewhere' WHERE key = CAST('b' AS BLOB)"
+	lease_edit 8 '"elsewhere"' b
 	run "$THROTTLE" acquire a --concurrency 1
 	[ "$status" -eq 0 ]
 	run "$THROTTLE" acquire b --concurrency 1
@@ -248,12 +248,17 @@ load lib
 @test "a stored lease or shed state out of range is refused, exit 3" {
 	needs_sqlite
 	at 1 acquire c --concurrency 2 >/dev/null
-	sqlite3 state.db "UPDATE lease SET priority = 9"
+	# a lease's first line is its priority (0-2)
+	sqlite3 state.db "UPDATE rec SET data = CAST('9' AS BLOB) ||
+	    substr(data, instr(data, X'0A')) WHERE kind = 3"
 	run --separate-stderr at 1 acquire c --concurrency 2
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"the key 'c' has a lease out of range"* ]]
 	at 1 shed s --utilization 0.5 -q || true
-	sqlite3 state.db "UPDATE shed_state SET amount = 999999999999999999"
+	# a shedder is "AMOUNT CHANGED"
+	sqlite3 state.db "UPDATE rec SET data = CAST('999999999999999999 ' ||
+	    substr(CAST(data AS TEXT), instr(CAST(data AS TEXT), ' ') + 1)
+	    AS BLOB) WHERE kind = 4"
 	run --separate-stderr at 1 shed s --utilization 0.5
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"the key 's' has a shedder state out of range"* ]]

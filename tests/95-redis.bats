@@ -47,20 +47,20 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run at 1020 consume login:alice --limit 3/60s
 	[ "$status" -eq 0 ]
 	# the state is where the man page says, and expires on its own
-	[ "$(rcli type throttle:k:login:alice)" = hash ]
-	ttl=$(rcli pttl throttle:k:login:alice)
+	[ "$(rcli type 'throttle:{login:alice}')" = hash ]
+	ttl=$(rcli pttl 'throttle:{login:alice}')
 	[ "$ttl" -gt 60000 ] && [ "$ttl" -le 120000 ]
 }
 
 @test "redis: a throttled consume and a check change nothing" {
 	start_redis
 	at 1000 consume k --limit 1/1m
-	before=$(rcli hgetall throttle:k:k)
+	before=$(rcli hgetall 'throttle:{k}')
 	run at 1001 consume k --limit 1/1m
 	[ "$status" -eq 1 ]
 	run at 1001 check k --limit 1/1m
 	[ "$status" -eq 1 ]
-	[ "$(rcli hgetall throttle:k:k)" = "$before" ]
+	[ "$(rcli hgetall 'throttle:{k}')" = "$before" ]
 }
 
 @test "redis: time is the server's unless THROTTLE_NOW pins it" {
@@ -68,7 +68,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1h --format json
 	[ "$status" -eq 0 ]
 	server=$(rcli time | head -1)
-	stored=$(rcli hget throttle:k:k 0 | awk '{ print $6 }')
+	stored=$(rcli hget 'throttle:{k}' k0 | awk '{ print $6 }')
 	# the key's TAT is one interval (1h) after the server's now
 	[ $((stored / 1000000 - server)) -ge 3590 ]
 	[ $((stored / 1000000 - server)) -le 3600 ]
@@ -94,10 +94,10 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	done
 	wait
 	[ "$(cat rc* | grep -c '^0$')" -eq 3 ]
-	[ "$(rcli hlen throttle:l:ci)" -eq 3 ]
+	[ "$(rcli hlen 'throttle:{ci}')" -eq 3 ]
 	lease=$(cat lease* | head -1)
 	"$THROTTLE" release ci --lease "$lease"
-	[ "$(rcli hlen throttle:l:ci)" -eq 2 ]
+	[ "$(rcli hlen 'throttle:{ci}')" -eq 2 ]
 }
 
 @test "redis: server down, timeout, refused password: exit 3 naming the server, never the password" {
@@ -140,16 +140,16 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 
 @test "redis: a key of the wrong type or a value throttle never writes is refused, exit 3" {
 	start_redis
-	rcli set throttle:k:k hello >/dev/null
+	rcli set 'throttle:{k}' hello >/dev/null
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"holds something throttle did not write"* ]]
-	[ "$(rcli get throttle:k:k)" = hello ]
-	rcli hset throttle:k:j 0 "gcra 1 2 three" >/dev/null
+	[ "$(rcli get 'throttle:{k}')" = hello ]
+	rcli hset 'throttle:{j}' k0 "gcra 1 2 three" >/dev/null
 	run --separate-stderr "$THROTTLE" consume j --limit 1/1s
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"state this throttle cannot read"* ]]
-	[ "$(rcli hget throttle:k:j 0)" = "gcra 1 2 three" ]
+	[ "$(rcli hget 'throttle:{j}' k0)" = "gcra 1 2 three" ]
 	run "$THROTTLE" reset j
 	[ "$status" -eq 0 ]
 	run "$THROTTLE" consume j --limit 1/1s
@@ -163,7 +163,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	[ "$status" -eq 0 ]
 	run "$THROTTLE" --db "unix://$SOCK?prefix=a:" consume k --limit 1/1h
 	[ "$status" -eq 1 ]
-	[ "$(rcli exists a:k:k b:k:k)" = 2 ]
+	[ "$(rcli exists 'a:{k}' 'b:{k}')" = 2 ]
 	run --separate-stderr "$THROTTLE" --db "rediss://localhost" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"TLS"* ]]
@@ -207,7 +207,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	[ "$output" = "login:bob" ]
 	run at 5000 gc --format json
 	[ "$output" = '{"keys":1,"leases":0}' ]
-	[ "$(rcli exists throttle:k:login:bob)" = 0 ]
+	[ "$(rcli exists 'throttle:{login:bob}')" = 0 ]
 	printf '%s\n' "consume 'a b' --limit 1/1m" "consume 'a b' --limit 1/1m" |
 	    at 1000 batch >out
 	[ "$(sed -n 1p out | jget exit)" = 0 ]
@@ -217,16 +217,43 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 @test "redis: every record is checked as on a file: shed state, lockouts, leases" {
 	start_redis
 	# in range on both stores' terms, or refused on both
-	rcli set throttle:s:s "999999999999999999 1" >/dev/null
+	rcli hset 'throttle:{s}' s "999999999999999999 1" >/dev/null
 	run --separate-stderr "$THROTTLE" shed s --utilization 0.5
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"the key 's' has a shedder state out of range"* ]]
-	rcli set throttle:o:l "-5 0" >/dev/null
+	rcli hset 'throttle:{l}' o "-5 0" >/dev/null
 	run --separate-stderr "$THROTTLE" consume l --limit 1/1m --lockout 1m
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"has a lockout out of range"* ]]
-	rcli hset throttle:l:c 0123456789abcdef "$(printf '9\n1\n0\n0\n1\n1\n\nhost\n0\n0')" >/dev/null
+	rcli hset 'throttle:{c}' l0123456789abcdef "$(printf '9\n1\n0\n0\n1\n1\n\nhost\n0\n0')" >/dev/null
 	run --separate-stderr "$THROTTLE" acquire c --concurrency 2
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"has a lease out of range"* ]]
+}
+
+@test "redis: keys in throttle 0.1's layout are read, then moved into one hash" {
+	start_redis
+	# as 0.1 wrote them: a limit without WRITTEN, a lockout without SINCE
+	rcli hset throttle:k:old 0 "gcra 1 3600000000 1 0 3601000000 0 0 3601000000" >/dev/null
+	rcli set throttle:o:old "3000000000" >/dev/null
+	# a reading command reads them where they are
+	run at 2 check old --limit 1/1h
+	[ "$status" -eq 1 ]
+	[ "$(rcli exists throttle:k:old)" = 1 ]
+	[ "$(rcli exists 'throttle:{old}')" = 0 ]
+	# the first command that may write the key moves all of it, as it was
+	run at 2 consume old --limit 1/1h
+	[ "$status" -eq 1 ]
+	[ "$(rcli exists throttle:k:old throttle:o:old)" = 0 ]
+	[ "$(rcli hexists 'throttle:{old}' k0)" = 1 ]
+	[ "$(rcli hexists 'throttle:{old}' o)" = 1 ]
+	run --separate-stderr at 2 consume old --limit 1/1h --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 3599 ]
+	# gc moves what no write has touched
+	rcli hset throttle:k:idle 0 "gcra 1 3600000000 1 0 3601000000 0 0 3601000000" >/dev/null
+	run at 3 gc
+	[ "$status" -eq 0 ]
+	[ "$(rcli exists throttle:k:idle)" = 0 ]
+	[ "$(rcli hexists 'throttle:{idle}' k0)" = 1 ]
 }

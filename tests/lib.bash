@@ -108,3 +108,61 @@ unpriv() {
 	UTHROTTLE=$TMP/bin/throttle
 	UNPRIV=(setpriv --reuid=65534 --regid=65534 --clear-groups --)
 }
+
+# The SQLite file keeps every record in one table, rec(key, kind, id, data,
+# expires); kind 1 is a limit's state (id "0".."7", which limit), 2 a
+# lockout, 3 a lease (id the lease id), 4 a shedder, 5 a policy (key its
+# name).  A limit's data is "ALGO N PERIOD BURST GRAN S1 S2 S3 REST
+# WRITTEN", then for a sliding window a newline and its sub-windows.
+#
+# limit_rec KEY [FILE]: the text fields of KEY's first limit
+limit_rec() {
+	sqlite3 "${2:-state.db}" "SELECT CAST(CASE WHEN instr(data, X'0A') > 0
+	    THEN substr(data, 1, instr(data, X'0A') - 1) ELSE data END AS TEXT)
+	    FROM rec WHERE key = CAST('$1' AS BLOB) AND kind = 1
+	    AND id = CAST('0' AS BLOB)"
+}
+
+# limit_edit KEY FIELD VALUE: set one field of KEY's first limit (1 the
+# algorithm, 2 N, 3 the period, 4 burst, 5 granularity, 6-8 the state,
+# 9 rest, 10 written), keeping its sub-windows
+limit_edit() {
+	local new
+	new=$(limit_rec "$1" | awk -v n="$2" -v v="$3" '{ $n = v; print }')
+	[ -n "$new" ] || return 1
+	sqlite3 state.db "UPDATE rec SET data = CAST('$new' AS BLOB) ||
+	    CASE WHEN instr(data, X'0A') > 0 THEN substr(data, instr(data, X'0A'))
+	    ELSE X'' END WHERE key = CAST('$1' AS BLOB) AND kind = 1
+	    AND id = CAST('0' AS BLOB)"
+}
+
+# slots_set KEY HEX: replace the sub-windows of KEY's first limit
+slots_set() {
+	local head
+	head=$(limit_rec "$1")
+	sqlite3 state.db "UPDATE rec SET data = CAST('$head' AS BLOB) || X'0A'
+	    || X'$2' WHERE key = CAST('$1' AS BLOB) AND kind = 1
+	    AND id = CAST('0' AS BLOB)"
+}
+
+# records [KIND]: every record (of one kind), one per line, as text
+records() {
+	sqlite3 state.db "SELECT CAST(key AS TEXT), kind, CAST(id AS TEXT),
+	    hex(data), expires FROM rec ${1:+WHERE kind = $1} ORDER BY 1, 2, 3"
+}
+
+# lease_edit LINE EXPR [KEY]: set one line of every lease (of KEY) to the
+# awk expression EXPR, in which $0 is the line as it stands (1 priority,
+# 2 acquired, 3 ttl, 4 expires, 5 pid, 6 pid start, 7 boot id, 8 host,
+# 9 pgid, 10 pgid start)
+lease_edit() {
+	local where="kind = 3${3:+ AND key = CAST('$3' AS BLOB)}" id data new
+	for id in $(sqlite3 state.db "SELECT CAST(id AS TEXT) FROM rec WHERE $where"); do
+		data=$(sqlite3 state.db "SELECT CAST(data AS TEXT) FROM rec
+		    WHERE $where AND id = CAST('$id' AS BLOB)")
+		new=$(printf '%s\n' "$data" |
+		    awk -v n="$1" "NR == n { \$0 = $2 } { print }")
+		sqlite3 state.db "UPDATE rec SET data = CAST('$new' AS BLOB)
+		    WHERE $where AND id = CAST('$id' AS BLOB)" || return 1
+	done
+}

@@ -71,14 +71,15 @@ rand_limit(const struct algo *a)
 	return l;
 }
 
-/* The longest wait a limit can ask for from rest, with room for rounding. */
+/*
+ * The longest wait a key may ask for: its limit's horizon from rest, plus
+ * a clock step back of up to a horizon, which limit_carry() leaves to the
+ * algorithm to wait out.
+ */
 static int64_t
 horizon(const struct limit *l)
 {
-	i128 tau = ((i128)l->burst * l->period + l->count - 1) / l->count;
-	i128 h = tau > l->period ? tau : l->period;
-
-	return (int64_t)(2 * h + l->granularity + 1);
+	return 2 * limit_horizon(l) + 1;
 }
 
 static void
