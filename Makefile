@@ -60,8 +60,10 @@ LIBS_ALL =	$(SQLITE_LIBS) $(REDIS_LIBS) $(LIBS)
 
 # The one list of sources.  The pure layer (no I/O, no clock, no SQLite:
 # the unit tests and the pure fuzzers link only these) is a part of it.
-PURE =		src/algo.o src/algo-gcra.o src/algo-fixed.o src/algo-sliding.o \
-		src/algo-hybrid.o src/lease.o src/limit.o src/parse.o \
+# An algorithm is one file, src/algo-NAME.c, and one row of algo_table[]
+# in src/algo.c; the wildcard finds the file.
+ALGOS =		$(patsubst %.c,%.o,$(sort $(wildcard src/algo-*.c)))
+PURE =		src/algo.o $(ALGOS) src/lease.o src/limit.o src/parse.o \
 		src/record.o src/shed.o src/slots.o
 OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/policy.o src/txn.o src/answer.o src/output.o src/escape.o \
@@ -73,7 +75,7 @@ OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/store.o src/store-sqlite.o src/faultvfs.o src/xmalloc.o \
 		$(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
-		tests/unit/test-property
+		tests/unit/test-property tests/unit/test-layers
 
 all: throttle
 
@@ -197,8 +199,11 @@ install: throttle
 	    $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) \
 	    $(DESTDIR)$(FISHCOMPDIR)
 	install -m 755 throttle $(DESTDIR)$(BINDIR)/throttle
-	install -m 755 examples/pam/throttle-login \
-	    $(DESTDIR)$(LIBEXECDIR)/throttle-login
+	@# the guard runs with no PATH (pam_exec): tell it where throttle is
+	sed 's|^installed_throttle=$$|installed_throttle=$(BINDIR)/throttle|' \
+	    examples/pam/throttle-login \
+	    >$(DESTDIR)$(LIBEXECDIR)/throttle-login
+	chmod 755 $(DESTDIR)$(LIBEXECDIR)/throttle-login
 	install -m 644 man/throttle.1 $(DESTDIR)$(MANDIR)/man1/throttle.1
 	install -m 644 completions/throttle.bash \
 	    $(DESTDIR)$(BASHCOMPDIR)/throttle

@@ -42,6 +42,7 @@ _throttle()
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
 		policy) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
 		verify) COMPREPLY=($(compgen -W "--quick $global" -- "$cur")) ;;
+		inspect) COMPREPLY=($(compgen -W "--names --locked $global" -- "$cur")) ;;
 		*) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
 		esac
 		return

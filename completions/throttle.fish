@@ -19,6 +19,8 @@ complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a policy -d
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a gc -d 'forget keys at rest and ended leases'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a verify -d 'check every page and record of the store'
 complete -c throttle -n "__fish_seen_subcommand_from verify" -l quick -d 'quick_check, not integrity_check'
+complete -c throttle -n "__fish_seen_subcommand_from inspect" -l names -d 'only the names of the keys'
+complete -c throttle -n "__fish_seen_subcommand_from inspect" -l locked -d 'only the keys locked out now'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a batch -d 'answer requests read one per line from stdin'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
 complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'

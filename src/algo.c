@@ -68,6 +68,29 @@ algo_names(char *buf, size_t len)
 		    names[i]);
 }
 
+/*
+ * The names of the algorithms that have a feature (burst: --burst, else
+ * --granularity), for messages: "gcra", or "gcra and hybrid".
+ */
+void
+algo_names_with(int burst, char *buf, size_t len)
+{
+	const struct algo *const *a;
+	const char *names[32];
+	size_t n = 0, i, off = 0;
+
+	for (a = algo_table; *a != NULL && n < 32; a++)
+		if (burst ? (*a)->takes_burst : (*a)->takes_granularity)
+			names[n++] = (*a)->name;
+	buf[0] = '\0';
+	for (i = 0; i < n && off < len; i++)
+		off += (size_t)snprintf(buf + off, len - off, "%s%s",
+		    i == 0           ? ""
+			: i + 1 == n ? " and "
+				     : ", ",
+		    names[i]);
+}
+
 /* The algorithms for --help: "gcra (default; alias token-bucket), ...". */
 void
 algo_described(char *buf, size_t len)

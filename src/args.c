@@ -41,7 +41,8 @@ enum {
 	OPT_LOCKOUT,
 	OPT_WAIT,
 	OPT_NAMES,
-	OPT_QUICK
+	OPT_QUICK,
+	OPT_LOCKED
 };
 
 struct option_def;
@@ -67,6 +68,7 @@ static int set_seed(struct args *, const struct option_def *, const char *);
 static int
 set_exit_code(struct args *, const struct option_def *, const char *);
 static int set_wait(struct args *, const struct option_def *, const char *);
+static int set_lockout(struct args *, const struct option_def *, const char *);
 static int
 set_granularity(struct args *, const struct option_def *, const char *);
 
@@ -104,11 +106,15 @@ static const struct option_def {
 	    "units this request takes or gives back (default 1)", set_count,
 	    AT(cost), NONE, 0, COUNT_MAX },
 	{ OPT_LOCKOUT, "lockout", 0, "DURATION", CMDOPT_LOCKOUT,
-	    "once refused, the key stays refused this long", set_duration,
-	    AT(lockout), AT(has_lockout), 0, 0 },
+	    "once refused, the key stays refused this long (never: until "
+	    "reset)",
+	    set_lockout, AT(lockout), AT(has_lockout), 0, 0 },
 	{ OPT_NAMES, "names", 0, NULL, CMDOPT_NAMES,
 	    "inspect: only the keys' names, one per line (for completion)",
 	    set_flag, AT(names), NONE, 0, 0 },
+	{ OPT_LOCKED, "locked", 0, NULL, CMDOPT_LOCKED,
+	    "inspect: only the keys locked out now, and for how long", set_flag,
+	    AT(locked), NONE, 0, 0 },
 	{ OPT_QUICK, "quick", 0, NULL, CMDOPT_QUICK,
 	    "verify: SQLite's quick_check, not its full integrity_check",
 	    set_flag, AT(quick), NONE, 0, 0 },
@@ -454,6 +460,24 @@ set_wait(struct args *a, const struct option_def *d, const char *v)
 	given(a, d);
 	a->wait_max = -1;
 	return v != NULL ? set_duration(a, d, v) : 0;
+}
+
+static int
+set_lockout(struct args *a, const struct option_def *d, const char *v)
+{
+	if (strcmp(v, "never") == 0) {
+		a->lockout = LOCKOUT_FOREVER; /* until reset */
+		given(a, d);
+		return 0;
+	}
+	if (set_duration(a, d, v) == -1) {
+		size_t n = strlen(a->err);
+
+		snprintf(a->err + n, sizeof(a->err) - n,
+		    ", or never (until reset)");
+		return -1;
+	}
+	return 0;
 }
 
 static int

@@ -406,6 +406,51 @@ gap(void)
 	nanosleep(&ts, NULL);
 }
 
+/* Answer one line of the group: a request, or why it cannot be one. */
+static void
+one_line(struct ctx *c, struct reader *r, char *line, long lineno,
+    struct group *g, FILE *mem, char **membuf)
+{
+	if (r->toolong) {
+		r->toolong = 0;
+		log_msg("batch: line %ld is longer than %zu bytes; it was "
+			"skipped",
+		    lineno, LINE_MAX_BYTES);
+		reply_error(g, "", 0, "the line is too long", EXIT_USAGE);
+	} else if (memchr(line, '\0', r->linelen) != NULL) {
+		/* it would read as the line cut short there */
+		log_msg("batch: line %ld holds a NUL byte; it was not decided",
+		    lineno);
+		reply_error(g, "", 0,
+		    "the line holds a NUL byte, which no request can; it was "
+		    "not decided",
+		    EXIT_USAGE);
+	} else
+		request(c, line, lineno, g, mem, membuf);
+}
+
+/*
+ * Decide the lines already read, starting with line, in the group's one
+ * transaction: until none is waiting, or the group is full (GROUP_MAX
+ * requests or GROUP_US).  Nonzero if it was full.
+ */
+static int
+decide_group(struct ctx *c, struct reader *r, char *line, long *lineno,
+    struct group *g, FILE *mem, char **membuf)
+{
+	int64_t start = clock_monotonic();
+	int n = 0, full;
+
+	for (;;) {
+		one_line(c, r, line, *lineno, g, mem, membuf);
+		n++;
+		full = n >= GROUP_MAX || clock_monotonic() - start >= GROUP_US;
+		if (full || !pending(r) ||
+		    (line = next_line(r, 0, lineno)) == NULL)
+			return full;
+	}
+}
+
 static void
 batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
@@ -416,9 +461,9 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	size_t memlen = 0;
 	FILE *mem;
 	long lineno = 0;
-	int64_t start, now;
+	int64_t now;
 	const char *cerr;
-	int n, full, failed, state_failed = 0;
+	int full, failed, state_failed = 0;
 
 	(void)a;
 	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
@@ -447,36 +492,8 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 				break;
 			continue;
 		}
-		start = clock_monotonic();
-		n = 0;
 		rewind(mem);
-		for (;;) {
-			if (r.toolong) {
-				r.toolong = 0;
-				log_msg("batch: line %ld is longer than %zu "
-					"bytes; it was skipped",
-				    lineno, LINE_MAX_BYTES);
-				reply_error(&g, "", 0, "the line is too long",
-				    EXIT_USAGE);
-			} else if (memchr(line, '\0', r.linelen) != NULL) {
-				/* it would read as the line cut short there */
-				log_msg("batch: line %ld holds a NUL byte; it "
-					"was not decided",
-				    lineno);
-				reply_error(&g, "", 0,
-				    "the line holds a NUL byte, which no "
-				    "request "
-				    "can; it was not decided",
-				    EXIT_USAGE);
-			} else
-				request(c, line, lineno, &g, mem, &membuf);
-			n++;
-			full = n >= GROUP_MAX ||
-			    clock_monotonic() - start >= GROUP_US;
-			if (full || !pending(&r) ||
-			    (line = next_line(&r, 0, &lineno)) == NULL)
-				break;
-		}
+		full = decide_group(c, &r, line, &lineno, &g, mem, &membuf);
 		/* what single decisions do one write in TIDY_EVERY, a group
 		 * does once: forget rows at rest, so the file stays bounded */
 		failed = clock_now(&now, &cerr) == 0 &&

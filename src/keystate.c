@@ -79,6 +79,16 @@ keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,
 	return 0;
 }
 
+/* Start every limit afresh, as if the key had never been used. */
+void
+keystate_forget(struct keywork *k)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		k->w[i].found = 0;
+}
+
 /* Every limit's state as it stands at now (moved back if saved later). */
 void
 keystate_carry(struct keywork *k, int64_t now)
@@ -110,32 +120,12 @@ keystate_decide(struct keywork *k, int64_t at, int64_t cost)
 void
 keystate_combine(struct keywork *k)
 {
-	struct decision *d = &k->d;
-	const struct work *w = k->w;
+	struct decision ds[LIMITS_MAX];
 	int i;
 
-	memset(d, 0, sizeof(*d));
-	d->allowed = 1;
-	d->remaining = INT64_MAX;
-	k->bind = 0;
-	for (i = 0; i < k->n; i++) {
-		if (!w[i].d.allowed) {
-			d->allowed = 0;
-			if (w[i].d.retry_after > d->retry_after)
-				d->retry_after = w[i].d.retry_after;
-		}
-		if (w[i].d.remaining < d->remaining)
-			d->remaining = w[i].d.remaining;
-		if (w[i].d.reset_after > d->reset_after)
-			d->reset_after = w[i].d.reset_after;
-		if (i > 0 &&
-		    (w[i].d.retry_after > w[k->bind].d.retry_after ||
-			(w[i].d.retry_after == w[k->bind].d.retry_after &&
-			    w[i].d.remaining < w[k->bind].d.remaining)))
-			k->bind = i;
-	}
-	if (k->n == 0)
-		d->remaining = 0;
+	for (i = 0; i < k->n; i++)
+		ds[i] = k->w[i].d;
+	k->bind = limit_combine(ds, k->n, &k->d);
 }
 
 /*
@@ -220,9 +210,34 @@ keystate_numbers(struct answer *a, const char *key, size_t keylen,
 	if (decision)
 		rec_int(r, "cost", cost, SHOW_MACHINE);
 	rec_int(r, "remaining", d->remaining, 0);
-	rec_secs(r, "retry_after", d->retry_after, 0);
-	rec_secs(r, "reset_after", d->reset_after, 0);
+	/* a wait without end (a lockout until reset) shows as never */
+	rec_secs(r, "retry_after",
+	    d->retry_after >= DURATION_MAX ? -1 : d->retry_after, 0);
+	rec_secs(r, "reset_after",
+	    d->reset_after >= DURATION_MAX ? -1 : d->reset_after, 0);
 	return r;
+}
+
+/*
+ * A key's lockout, if it is locked at now: locked_until (seconds since
+ * the epoch) and lockout_after (seconds left); both "never" (json null,
+ * shell empty) when it lasts until reset.
+ */
+void
+keystate_lockout(struct answer *a, struct record *r, const struct lockout *lk,
+    int64_t now)
+{
+	if (lk->until <= now)
+		return;
+	(void)a;
+	if (lk->until == LOCKOUT_NEVER) {
+		/* as every "never" is shown: json null, text never */
+		rec_secs(r, "locked_until", -1, 0);
+		rec_secs(r, "lockout_after", -1, 0);
+		return;
+	}
+	rec_secs(r, "locked_until", lk->until, SHOW_MACHINE);
+	rec_secs(r, "lockout_after", lk->until - now, 0);
 }
 
 /*
@@ -239,6 +254,7 @@ keystate_record(struct answer *a, const struct keywork *k, int decision,
 
 	r = keystate_numbers(a, k->key, k->keylen, &k->w[k->bind].lim, &k->d,
 	    decision, cost);
+	keystate_lockout(a, r, &k->lk, k->now);
 	if (k->n > 1)
 		for (i = 0; i < k->n; i++) {
 			s = rec_sub(r);

@@ -46,8 +46,9 @@ lease_check(const struct lease *l, const char **errstr)
 	if (l->pgid < 0 || l->pgid > INT32_MAX || l->pgid_start < 0 ||
 	    (l->pgid != 0 && l->pid == 0))
 		return -1;
+	/* an empty host: a lease of throttle 0.1 without one */
 	if (!word_ok(l->boot_id, "0123456789abcdef-", BOOT_ID_MAX) ||
-	    l->host[0] == '\0' || strlen(l->host) > HOST_MAX)
+	    strlen(l->host) > HOST_MAX)
 		return -1;
 	for (p = (const unsigned char *)l->host; *p != '\0'; p++)
 		if (*p < 0x20 || *p == 0x7f)

@@ -107,6 +107,38 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 	return 1;
 }
 
+/*
+ * The decisions of a key's n limits as one, in *out: allowed only if
+ * every limit allows, the fewest units remaining, the longest retry and
+ * reset.  Returns the binding limit: the one that waits longest, or of
+ * those the one with the fewest remaining (0 when n is 0).
+ */
+int
+limit_combine(const struct decision *ds, int n, struct decision *out)
+{
+	int i, bind = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->allowed = 1;
+	out->remaining = n > 0 ? INT64_MAX : 0;
+	for (i = 0; i < n; i++) {
+		if (!ds[i].allowed) {
+			out->allowed = 0;
+			if (ds[i].retry_after > out->retry_after)
+				out->retry_after = ds[i].retry_after;
+		}
+		if (ds[i].remaining < out->remaining)
+			out->remaining = ds[i].remaining;
+		if (ds[i].reset_after > out->reset_after)
+			out->reset_after = ds[i].reset_after;
+		if (ds[i].retry_after > ds[bind].retry_after ||
+		    (ds[i].retry_after == ds[bind].retry_after &&
+			ds[i].remaining < ds[bind].remaining))
+			bind = i;
+	}
+	return bind;
+}
+
 /* 0 if a stored record is one throttle could have written. */
 int
 limit_check_record(const struct keyrec *rec, const char **errstr)
@@ -137,6 +169,7 @@ limit_settle(const struct limitspec *ls, const char *cmd, struct limit *out,
 	const struct algo *algo = ls->algo != NULL ? ls->algo : algo_table[0];
 	const char *why;
 	struct limit *l;
+	char names[128];
 	int i;
 
 	*n = 0;
@@ -164,17 +197,21 @@ limit_settle(const struct limitspec *ls, const char *cmd, struct limit *out,
 		l->count = ls->count[i];
 		l->period = ls->period[i];
 		if (ls->has_burst && !algo->takes_burst) {
+			algo_names_with(1, names, sizeof(names));
 			snprintf(err, errlen,
-			    "--burst: %s has no burst (only gcra does); leave "
+			    "--burst: %s has no burst (only %s %s); leave "
 			    "--burst out",
-			    algo->name);
+			    algo->name, names,
+			    strchr(names, ' ') ? "do" : "does");
 			return -1;
 		}
 		if (ls->has_granularity && !algo->takes_granularity) {
+			algo_names_with(0, names, sizeof(names));
 			snprintf(err, errlen,
-			    "--granularity: %s has no sub-windows (only "
-			    "sliding-window does); leave --granularity out",
-			    algo->name);
+			    "--granularity: %s has no sub-windows (only %s "
+			    "%s); leave --granularity out",
+			    algo->name, names,
+			    strchr(names, ' ') ? "do" : "does");
 			return -1;
 		}
 		l->burst = ls->has_burst ? ls->burst : l->count;

@@ -10,7 +10,11 @@
  *	2. Nothing is printed until the decision is committed: a script is
  *	   never told "allowed" for a decision that was not kept.
  *	3. --lockout: once a request is refused, the key stays refused for
- *	   that long from that moment (the refusal writes the lockout).
+ *	   that long from that moment (the refusal writes the lockout), or
+ *	   until reset (--lockout never).  A lockout belongs to the key:
+ *	   every request on a locked key is refused, whatever its options,
+ *	   and when the lockout ends the key starts afresh with its whole
+ *	   allowance, as pam_faillock clears its record on unlock.
  *	4. --wait on an algorithm that reserves (the algorithm table says
  *	   which: GCRA) waits by reservation: in the same transaction as the
  *	   refusal, the request is decided again at the instant it would be
@@ -72,6 +76,15 @@ lockout_carry(struct lockout *k, int64_t now)
 	return 1;
 }
 
+/* us until a lockout ends (DURATION_MAX for one until reset). */
+int64_t
+lockout_left(const struct lockout *k, int64_t now)
+{
+	if (k->until == LOCKOUT_NEVER)
+		return DURATION_MAX;
+	return k->until > now ? k->until - now : 0;
+}
+
 /* Nonzero if every limit's algorithm waits by reservation. */
 static int
 all_reserve(const struct args *a)
@@ -99,27 +112,29 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	const struct args *a = x->a;
 	struct keywork *k = x->k;
 	struct decision *d = &k->d;
-	struct lockout lk;
+	struct lockout *lk = &k->lk;
 	int64_t wait, t;
-	int locked, lk_moved;
+	int locked, lk_moved, ended;
 
-	memset(&lk, 0, sizeof(lk));
-	if (a->has_lockout &&
-	    store_lockout_get(c->store, a->key, a->keylen, &lk) == -1)
+	if (store_lockout_get(c->store, a->key, a->keylen, lk) == -1)
 		return ctx_fail(c, ans);
 	if (keystate_load(c, k, a->limits, a->nlimits, 0, ans) == -1 ||
 	    ctx_now(c, ans) == -1)
 		return -1;
-	t = c->now;
+	t = k->now = c->now;
+	lk_moved = lockout_carry(lk, t);
+	/* a lockout that has ended gives the whole allowance back */
+	if ((ended = lk->until != 0 && lk->until <= t)) {
+		keystate_forget(k);
+		memset(lk, 0, sizeof(*lk));
+	}
 	keystate_carry(k, t);
-	lk_moved = lockout_carry(&lk, t);
-	locked = lk.until > t;
+	locked = lk->until > t;
 	/* locked out: show the key as it is, nothing charged */
 	keystate_decide(k, t, locked ? 0 : a->cost);
 	if (locked) {
 		d->allowed = 0;
-		d->retry_after =
-		    lk.until == LOCKOUT_NEVER ? DURATION_MAX : lk.until - t;
+		d->retry_after = lockout_left(lk, t);
 	} else if (!d->allowed && x->reserve >= -1 && all_reserve(a) &&
 	    (x->reserve == -1 || d->retry_after <= x->reserve)) {
 		/* the first instant every limit allows it */
@@ -140,15 +155,19 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		 * the clock is kept, or it would move again */
 		if (keystate_save(c, k, SAVE_MOVED, t, ans) == -1)
 			return -1;
-		if (a->has_lockout && !locked && a->lockout > 0) {
-			lk.since = t;
-			lk.until = t + a->lockout;
+		if (a->has_lockout && !locked && a->lockout != 0) {
+			lk->since = t;
+			lk->until = a->lockout == LOCKOUT_FOREVER
+			    ? LOCKOUT_NEVER
+			    : t + a->lockout;
 			lk_moved = 1;
-			d->retry_after = d->reset_after = a->lockout;
+			d->retry_after = d->reset_after = lockout_left(lk, t);
 		}
 	}
-	if (lk_moved &&
-	    store_lockout_put(c->store, a->key, a->keylen, &lk) == -1)
+	if (lk->until != 0
+		? lk_moved &&
+		    store_lockout_put(c->store, a->key, a->keylen, lk) == -1
+		: ended && store_lockout_del(c->store, a->key, a->keylen) == -1)
 		return ctx_fail(c, ans);
 	/* one write in TIDY_EVERY forgets TIDY_ROWS rows at rest: the file
 	 * stays bounded without anyone running gc, and a decision rarely
@@ -243,6 +262,11 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		}
 		if (k->d.allowed || !a->has_wait)
 			return k->d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
+		if (k->d.retry_after >= DURATION_MAX) {
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " locked out until reset; not waiting");
+			return EXIT_REFUSED;
+		}
 		if (left >= 0 && k->d.retry_after > left) {
 			output_seconds(t, sizeof(t), k->d.retry_after);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
@@ -271,8 +295,15 @@ rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
 	if (ans->rc == 0)
 		ans->rc = k->d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 	if (!k->d.allowed && ans->msg_kind == MSG_NONE) {
-		output_seconds(t, sizeof(t), k->d.retry_after);
-		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-		    " throttled, retry in %ss", t);
+		if (k->lk.until == LOCKOUT_NEVER)
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " locked out until reset (throttle reset KEY)");
+		else {
+			output_seconds(t, sizeof(t), k->d.retry_after);
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " %s, retry in %ss",
+			    k->lk.until > k->now ? "locked out" : "throttled",
+			    t);
+		}
 	}
 }

@@ -544,6 +544,61 @@ store_lockout_put(struct store *st, const char *key, size_t keylen,
 	    k->until == LOCKOUT_NEVER ? RECORD_FOREVER : k->until);
 }
 
+/* Lift the key's lockout. */
+int
+store_lockout_del(struct store *st, const char *key, size_t keylen)
+{
+	changed(st, key, keylen);
+	return st->ops->del(st->impl, key, keylen, REC_MASK(REC_LOCKOUT), NULL,
+		   0) == -1
+	    ? -1
+	    : 0;
+}
+
+struct lockout_walk {
+	struct store *st;
+	int (*fn)(const char *, size_t, const struct lockout *, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+lockout_each(void *arg, const char *key, size_t keylen, int kind,
+    const char *id, size_t idlen, const char *data, size_t len)
+{
+	struct lockout_walk *w = arg;
+	struct lockout k;
+	const char *why;
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	if (keylen == 0 || keylen > KEY_MAX ||
+	    record_lockout_decode(data, len, &k) == -1) {
+		w->bad = 1;
+		return bad_record(w->st, key,
+		    keylen > KEY_MAX ? KEY_MAX : keylen,
+		    "has a lockout this throttle cannot read");
+	}
+	if (lockout_check(&k, &why) == -1) {
+		w->bad = 1;
+		return bad_record(w->st, key, keylen, why);
+	}
+	return w->fn(key, keylen, &k, w->arg);
+}
+
+/* Every lockout in the store, ended ones too: fn(key, keylen, k, arg). */
+int
+store_lockout_list(struct store *st,
+    int (*fn)(const char *, size_t, const struct lockout *, void *), void *arg)
+{
+	struct lockout_walk w = { st, fn, arg, 0 };
+	int r =
+	    st->ops->scan(st->impl, REC_MASK(REC_LOCKOUT), lockout_each, &w);
+
+	return w.bad ? -1 : r;
+}
+
 /* A lease's record decoded and checked: 0 or -1. */
 static int
 decode_lease(struct store *st, const char *key, size_t keylen, const char *id,

@@ -142,6 +142,7 @@ struct lockout {
 	int64_t until; /* us; 0: none */
 };
 #define LOCKOUT_NEVER INT64_MAX
+#define LOCKOUT_FOREVER (-1) /* --lockout never, in struct args */
 
 /* What is known about a lease owner's life. */
 enum owner_state { OWNER_UNKNOWN, OWNER_ALIVE, OWNER_DEAD };
@@ -230,6 +231,7 @@ struct args {
 	int conflict_exit_code;
 	char **command; /* after "--", NULL-terminated */
 	int names; /* inspect --names */
+	int locked; /* inspect --locked */
 	int quick; /* verify --quick */
 
 	/* operands */
@@ -282,6 +284,7 @@ struct ctx {
 #define CMDOPT_WAIT 0x1000
 #define CMDOPT_NAMES 0x2000
 #define CMDOPT_QUICK 0x4000
+#define CMDOPT_LOCKED 0x8000
 /* what a policy may hold */
 #define CMDOPT_POLICY                                                          \
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
@@ -376,6 +379,7 @@ struct answer {
 /* algo.c */
 const struct algo *algo_find(const char *);
 void algo_names(char *, size_t);
+void algo_names_with(int, char *, size_t);
 void algo_described(char *, size_t);
 void algo_copy_fields(struct kstate *, const struct kstate *);
 extern const struct algo *const algo_table[];
@@ -514,7 +518,13 @@ struct keywork {
 	struct work w[LIMITS_MAX];
 	struct decision d; /* all of them together */
 	int bind; /* the binding limit: the longest wait, then the fewest */
+	struct lockout lk; /* the key's lockout as it stands (until 0: none) */
+	int64_t now; /* the decision's time */
 };
+void keystate_forget(struct keywork *);
+void keystate_lockout(struct answer *, struct record *, const struct lockout *,
+    int64_t);
+int64_t lockout_left(const struct lockout *, int64_t);
 void keystate_init(struct keywork *, const char *, size_t);
 void keystate_free(struct keywork *);
 int keystate_load(struct ctx *, struct keywork *, const struct limit *, int,
@@ -547,6 +557,7 @@ int limit_same(const struct limit *, const struct limit *);
 int limit_carry(const struct limit *, const struct keyrec *, int, int64_t,
     struct kstate *);
 int limit_check_record(const struct keyrec *, const char **);
+int limit_combine(const struct decision *, int, struct decision *);
 int limit_settle(const struct limitspec *, const char *, struct limit *, int *,
     char *, size_t);
 
@@ -698,6 +709,9 @@ int store_trim(struct store *, const char *, size_t, int);
 int store_lockout_get(struct store *, const char *, size_t, struct lockout *);
 int
 store_lockout_put(struct store *, const char *, size_t, const struct lockout *);
+int store_lockout_del(struct store *, const char *, size_t);
+int store_lockout_list(struct store *,
+    int (*)(const char *, size_t, const struct lockout *, void *), void *);
 int store_policy_get(struct store *, const char *, char *, size_t);
 int store_policy_put(struct store *, const char *, const char *);
 int store_policy_del(struct store *, const char *);

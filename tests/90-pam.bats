@@ -24,17 +24,30 @@ needs_pam() {
 	command -v useradd >/dev/null || skip "needs useradd"
 }
 
-# service LIMIT LOCKOUT: install the guard around pam_unix (nodelay: no
-# 2s pause after a wrong password, so the test can keep time; stdout: show
-# the guard's messages)
+GUARD=$BATS_TEST_DIRNAME/../examples/pam/throttle-login
+
+# service LIMIT LOCKOUT [ENV=VALUE...]: install the README's stack around
+# pam_unix (nodelay: no 2s pause after a wrong password, so the test can
+# keep time), the guard's syslog lines going to $TMP/log.sock.  GUARD_BIN
+# (default: the checkout's script, told where throttle is) may name an
+# installed guard instead.
 service() {
-	local guard="/usr/bin/env THROTTLE_BIN=$THROTTLE THROTTLE_LOGIN_LIMIT=$1 THROTTLE_LOGIN_LOCKOUT=$2 $BATS_TEST_DIRNAME/../examples/pam/throttle-login"
+	local limit=$1 lockout=$2
+	shift 2
+	local guard="/usr/bin/env THROTTLE_LOGIN_LIMIT=$limit THROTTLE_LOGIN_LOCKOUT=$lockout THROTTLE_LOGIN_SYSLOG=$TMP/log.sock THROTTLE_DB=$TMP/state.db $*"
+	if [ -n "${GUARD_BIN:-}" ]; then
+		guard="$guard $GUARD_BIN"
+	else
+		guard="$guard THROTTLE_BIN=$THROTTLE $GUARD"
+	fi
 	chmod 755 "$TMP"
 	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
-	auth requisite pam_exec.so stdout $guard preauth --db $TMP/state.db
-	auth [success=1 default=ignore] pam_unix.so nodelay
-	auth [default=die] pam_exec.so stdout $guard authfail --db $TMP/state.db
-	auth required pam_exec.so stdout $guard authsucc --db $TMP/state.db
+	auth [success=1 default=ignore] pam_exec.so quiet $guard preauth
+	auth requisite pam_deny.so
+	auth [success=2 default=ignore] pam_unix.so nodelay
+	auth optional pam_exec.so quiet $guard authfail
+	auth requisite pam_deny.so
+	auth optional pam_exec.so quiet $guard authsucc
 	account required pam_permit.so
 	EOF
 	id "$PAM_USER_NAME" >/dev/null 2>&1 ||
@@ -42,35 +55,57 @@ service() {
 	echo "$PAM_USER_NAME:right-pass" | chpasswd
 }
 
-login() {
-	echo "$1" | pamtester "$PAM_SERVICE_NAME" "$PAM_USER_NAME" authenticate
+# syslog: receive what the guard sends to syslog, one line each, in
+# $TMP/syslog (a datagram socket, as /dev/log is)
+syslog() {
+	perl -MSocket -MIO::Socket::UNIX -e '
+	    my $s = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $ARGV[0])
+	        or die "socket: $!";
+	    open(my $f, ">>", $ARGV[1]) or die;
+	    $f->autoflush(1);
+	    while (defined $s->recv(my $m, 8192)) { print $f "$m\n" }
+	' "$TMP/log.sock" "$TMP/syslog" &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/log.sock" ] && return 0; sleep 0.1; done
+	return 1
 }
 
-@test "pam: wrong passwords are counted, then even the right one is refused until the lockout passes" {
+# login PASSWORD [USER] [RHOST]
+login() {
+	echo "$1" | pamtester ${3:+-I rhost="$3"} "$PAM_SERVICE_NAME" \
+	    "${2:-$PAM_USER_NAME}" authenticate
+}
+
+@test "pam: 5 wrong passwords, then even the right one is refused as an authentication failure" {
 	needs_pam
-	service 2/2s 4s
-	run login wrong
-	[ "$status" -ne 0 ]
-	run login wrong
-	[ "$status" -ne 0 ]
-	run "$THROTTLE" inspect "login:$PAM_USER_NAME" --db "$TMP/state.db" --format json
-	[ "$(field remaining "$output")" = 0 ]
-	# the limit is reached: the right password is refused, and the
-	# refusal starts a 4s lockout
+	service 5/15m 15m
+	for n in 1 2 3 4 5; do
+		run login wrong
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"Authentication failure"* ]]
+	done
 	run login right-pass
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"throttle-login: login:$PAM_USER_NAME is locked out"* ]]
-	# 2.5s on, the rate alone would allow it; the lockout does not
-	sleep 2.5
+	[[ "$output" == *"Authentication failure"* ]]
+	[[ "$output" != *"System error"* ]]
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db" --format json
+	[[ "$output" == *"\"key\":\"login:$PAM_USER_NAME\""* ]]
+}
+
+@test "pam: a lockout ends, and gives every try back" {
+	needs_pam
+	service 2/1h 3s
+	login wrong || true
+	login wrong || true
 	run login right-pass
 	[ "$status" -ne 0 ]
-	sleep 2
+	sleep 3.2
 	run login right-pass
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"successfully authenticated"* ]]
 }
 
-@test "pam: a success resets the count" {
+@test "pam: a success resets the user, lockout and all" {
 	needs_pam
 	service 2/1h 1h
 	run login wrong
@@ -84,20 +119,127 @@ login() {
 	[ "$status" -eq 0 ]
 }
 
+@test "pam: a host that guesses too often is locked out for every user" {
+	needs_pam
+	service 3/1h 1h
+	for u in a b c; do login wrong "guess$u" 192.0.2.7 || true; done
+	run login right-pass "$PAM_USER_NAME" 192.0.2.7
+	[ "$status" -ne 0 ]
+	# another host is not
+	run login right-pass "$PAM_USER_NAME" 198.51.100.1
+	[ "$status" -eq 0 ]
+}
+
+@test "pam: user names are keys as they are: spaces, colons and globs" {
+	needs_pam
+	service 2/1h 1h
+	# a user named to lock out a host locks out only itself
+	for n in 1 2 3; do login wrong "nobody rhost:192.0.2.7" || true; done
+	run login right-pass "$PAM_USER_NAME" 192.0.2.7
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" inspect --names --db "$TMP/state.db"
+	[[ "$output" == *"login:nobody rhost:192.0.2.7"* ]]
+	# a glob is not expanded: one key, one throttle call per attempt
+	login wrong '/usr/*/*' || true
+	run "$THROTTLE" inspect --names --db "$TMP/state.db"
+	[[ "$output" == *'login:/usr/*/*'* ]]
+	[ "$(printf '%s\n' "$output" | grep -c '^login:/usr')" -eq 1 ]
+	# a success resets the same key the failures charged
+	for n in 1 2; do login wrong "$PAM_USER_NAME" || true; done
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db"
+	[ "$status" -eq 0 ]
+}
+
+@test "pam: 30 parallel wrong passwords: at most the limit reach the password check" {
+	needs_pam
+	service 5/1h 1h
+	syslog
+	pids=()
+	for n in $(seq 30); do
+		(set +e; login wrong >"$TMP/out$n" 2>&1; echo $? >"$TMP/rc$n") &
+		pids+=($!)
+	done
+	track "${pids[@]}"
+	wait "${pids[@]}"
+	[ "$(cat "$TMP"/rc* | grep -c '^0$')" -eq 0 ]
+	checked=$(grep -c "authentication failure for user $PAM_USER_NAME" "$TMP/syslog" || true)
+	[ "$checked" -le 5 ] || { echo "$checked passwords checked"; return 1; }
+	[ "$checked" -ge 1 ]
+	refused=$(grep -c "user $PAM_USER_NAME is locked out" "$TMP/syslog" || true)
+	[ $((checked + refused)) -eq 30 ]
+}
+
+@test "pam: messages reach syslog, as authpriv" {
+	needs_pam
+	service 1/1h 1h
+	syslog
+	login wrong "$PAM_USER_NAME" 192.0.2.9 || true
+	login wrong "$PAM_USER_NAME" 192.0.2.9 || true
+	sleep 0.2
+	# <85>: authpriv (10) * 8 + notice (5)
+	grep -q "^<85>.*throttle-login: authentication failure for user $PAM_USER_NAME from 192.0.2.9" "$TMP/syslog" ||
+	    { cat "$TMP/syslog"; return 1; }
+	grep -q "throttle-login: user $PAM_USER_NAME from 192.0.2.9 is locked out" "$TMP/syslog"
+}
+
+@test "pam: root is not locked out unless THROTTLE_LOGIN_ROOT=1" {
+	needs_pam
+	service 1/1h 1h
+	for n in 1 2 3; do login wrong root || true; done
+	run "$THROTTLE" inspect login:root --db "$TMP/state.db"
+	[ "$status" -eq 1 ]
+	service 1/1h 1h THROTTLE_LOGIN_ROOT=1
+	for n in 1 2 3; do login wrong root || true; done
+	run "$THROTTLE" inspect login:root --locked --db "$TMP/state.db"
+	[ "$status" -eq 0 ]
+}
+
+@test "pam: users and networks on THROTTLE_LOGIN_IGNORE are never limited" {
+	needs_pam
+	service 1/1h 1h THROTTLE_LOGIN_IGNORE=backup,10.0.0.0/8
+	for n in 1 2 3; do login wrong backup || true; done
+	for n in 1 2 3; do login wrong "$PAM_USER_NAME" 10.1.2.3 || true; done
+	run login right-pass "$PAM_USER_NAME" 10.1.2.3
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" inspect --names --db "$TMP/state.db"
+	[ -z "$output" ]
+	# 11.0.0.1 is outside 10.0.0.0/8
+	for n in 1 2; do login wrong "$PAM_USER_NAME" 11.0.0.1 || true; done
+	run login right-pass "$PAM_USER_NAME" 11.0.0.1
+	[ "$status" -ne 0 ]
+}
+
 @test "pam: the guard fails closed when the state file is unusable" {
 	needs_pam
 	service 2/1h 1h
+	syslog
 	echo "not a database" >"$TMP/state.db"
 	run login right-pass
 	[ "$status" -ne 0 ]
-	[[ "$output" == *"refusing (--on-error deny)"* ]]
+	[[ "$output" == *"Authentication failure"* ]]
+	sleep 0.2
+	grep -q "locked out" "$TMP/syslog"
+}
+
+@test "pam: installed with another PREFIX, the guard finds its throttle" {
+	needs_pam
+	make -C "$BATS_TEST_DIRNAME/.." install PREFIX="$TMP/opt" >/dev/null
+	# the test's binary is the one under test
+	cp "$THROTTLE" "$TMP/opt/bin/throttle"
+	GUARD_BIN=$TMP/opt/libexec/throttle-login service 1/1h 1h
+	run login wrong
+	[ "$status" -ne 0 ]
+	run login right-pass
+	[ "$status" -ne 0 ]
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db"
+	[[ "$output" == *"login:$PAM_USER_NAME"* ]]
 }
 
 @test "pam: the guard script is POSIX sh" {
-	run sh -n "$BATS_TEST_DIRNAME/../examples/pam/throttle-login"
+	run sh -n "$GUARD"
 	[ "$status" -eq 0 ]
 	if command -v dash >/dev/null; then
-		run env PAM_USER=x THROTTLE_BIN="$THROTTLE" dash "$BATS_TEST_DIRNAME/../examples/pam/throttle-login" preauth --db "$TMP/d.db"
+		run env PAM_USER=x THROTTLE_BIN="$THROTTLE" THROTTLE_LOGIN_SYSLOG="$TMP/none" dash "$GUARD" preauth --db "$TMP/d.db"
 		[ "$status" -eq 0 ]
 	fi
 }

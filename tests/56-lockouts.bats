@@ -1,0 +1,126 @@
+#!/usr/bin/env bats
+# Lockouts belong to the key: every request on a locked key is refused,
+# whatever its options; inspect and check show it; reset lifts it; its
+# end gives the whole allowance back, as pam_faillock's unlock does.
+
+load lib
+
+L=(--limit 3/15m --lockout 10m)
+
+@test "lockout: a request without --lockout on a locked key is refused too" {
+	for n in 1 2 3; do at 1000 consume u "${L[@]}"; done
+	run at 1001 consume u "${L[@]}"
+	[ "$status" -eq 1 ]
+	# the rate alone would allow these after 5 minutes: the lockout holds
+	run --separate-stderr at 1400 consume u --limit 3/15m
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"u locked out, retry in"* ]]
+	run at 1400 consume u --limit 100/1s
+	[ "$status" -eq 1 ]
+	run at 1400 run u --limit 3/15m -- true
+	[ "$status" -eq 75 ]
+	printf '%s\n' "consume u --limit 3/15m" | at 1400 batch >out
+	[ "$(jget exit <out)" = 1 ]
+}
+
+@test "lockout: check, consume and inspect show it in every format" {
+	for n in 1 2 3 4; do at 1000 consume u "${L[@]}" 2>/dev/null || true; done
+	run --separate-stderr at 1100 check u --limit 3/15m --format json
+	[ "$status" -eq 1 ]
+	[ "$(field locked_until "$output")" = 1600 ]
+	[ "$(field lockout_after "$output")" = 500 ]
+	[ "$(field retry_after "$output")" = 500 ]
+	run --separate-stderr at 1100 inspect u --format shell
+	[[ "$output" == *"THROTTLE_LOCKED_UNTIL=1600"* ]]
+	[[ "$output" == *"THROTTLE_LOCKOUT_AFTER=500"* ]]
+	run --separate-stderr at 1100 inspect u
+	[[ "$output" == *"lockout_after=8m20s"* ]] || [[ "$output" == *"lockout_after=500s"* ]]
+	# a key that is not locked shows no lockout
+	at 1100 consume free --limit 3/15m
+	run at 1100 inspect free --format json
+	[[ "$output" != *locked* ]]
+}
+
+@test "lockout: inspect --locked lists the keys locked now, and only those" {
+	for k in a b; do
+		at 1000 consume "$k" --limit 1/1h --lockout 10m
+		at 1000 consume "$k" --limit 1/1h --lockout 10m 2>/dev/null || true
+	done
+	at 1000 consume free --limit 1/1h
+	run at 1100 inspect --locked --format json
+	[ "${#lines[@]}" -eq 2 ]
+	[ "${lines[0]}" = '{"key":"a","locked_until":1600,"lockout_after":500}' ]
+	[ "${lines[1]}" = '{"key":"b","locked_until":1600,"lockout_after":500}' ]
+	run at 1100 inspect free --locked
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"free: not locked out"* ]]
+	run at 1100 inspect a --locked
+	[ "$status" -eq 0 ]
+	# ended lockouts are not listed
+	run at 1600 inspect --locked
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run at 1100 inspect --locked --names
+	[ "$status" -eq 2 ]
+}
+
+@test "lockout: reset lifts it" {
+	for n in 1 2 3 4; do at 1000 consume u "${L[@]}" 2>/dev/null || true; done
+	run at 1100 consume u --limit 3/15m
+	[ "$status" -eq 1 ]
+	"$THROTTLE" reset u
+	run at 1100 consume u --limit 3/15m
+	[ "$status" -eq 0 ]
+	run at 1100 inspect --locked
+	[ -z "$output" ]
+}
+
+@test "lockout: its end gives the whole allowance back, as pam_faillock does" {
+	# --limit 3/15m --lockout 10m: three tries, locked, then three again
+	for n in 1 2 3; do
+		run at 1000 consume u "${L[@]}"
+		[ "$status" -eq 0 ]
+	done
+	run at 1000 consume u "${L[@]}"
+	[ "$status" -eq 1 ]
+	for n in 1 2 3; do
+		run at 1600 consume u "${L[@]}"
+		[ "$status" -eq 0 ] || { echo "try $n after the lockout refused"; return 1; }
+	done
+	run at 1600 consume u "${L[@]}"
+	[ "$status" -eq 1 ]
+	run --separate-stderr at 1600 consume u "${L[@]}" --format json
+	[ "$(field lockout_after "$output")" = 600 ]
+}
+
+@test "lockout: --lockout never lasts until reset" {
+	at 1000 consume u --limit 1/1h --lockout never
+	run --separate-stderr at 1000 consume u --limit 1/1h --lockout never
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"u locked out until reset"* ]]
+	run --separate-stderr at 99999999 consume u --limit 1/1h
+	[ "$status" -eq 1 ]
+	run --separate-stderr at 99999999 inspect u --format json
+	[ "$(field locked_until "$output")" = null ]
+	[ "$(field lockout_after "$output")" = null ]
+	run at 99999999 inspect u
+	[[ "$output" == *"locked_until=never"* ]]
+	"$THROTTLE" reset u
+	run at 99999999 consume u --limit 1/1h
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" consume u --limit 1/1h --lockout forever
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--lockout: 'forever'"*"or never (until reset)"* ]]
+}
+
+@test "lockout: a key whose rate state was forgotten still shows its lockout" {
+	at 1000 consume u --limit 1/1s --lockout 1h
+	at 1000 consume u --limit 1/1s --lockout 1h 2>/dev/null || true
+	# the rate state is at rest long before the lockout ends: gc drops it
+	at 1100 gc >/dev/null
+	run --separate-stderr at 1100 inspect u --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"key":"u","locked_until":4600,"lockout_after":3500}' ]
+	run at 1100 consume u --limit 1/1s
+	[ "$status" -eq 1 ]
+}

@@ -1,0 +1,261 @@
+/*
+ * test-layers.c: the pure modules beside the algorithms: leases and
+ * lockouts (lease.c), the load shedder (shed.c), settling a command
+ * line's limits (limit_settle()), the compound decision
+ * (limit_combine()), the clock-step horizon, and the bytes every store
+ * keeps (record.c), each against numbers worked by hand.
+ */
+#include <string.h>
+
+#include "throttle.h"
+#include "unit.h"
+
+#define S INT64_C(1000000)
+
+static void
+leases(void)
+{
+	struct lease l;
+	struct lockout k;
+	const char *why;
+
+	/* 2 of 10 slots kept for critical work: normal work gets 8 */
+	CHECK(lease_reserve(10, 2, 0) == 2, "a reserve of 2 slots is 2");
+	CHECK(lease_reserve(10, 15, 1) == 2, "15%% of 10 slots rounds up to 2");
+	CHECK(lease_reserve(3, 200, 1) == 3, "a reserve is at most N");
+	CHECK(lease_admit(7, 10, 2, PRIO_NORMAL) &&
+		!lease_admit(8, 10, 2, PRIO_NORMAL),
+	    "normal work takes slots up to N - reserve, no more");
+	CHECK(lease_admit(9, 10, 2, PRIO_CRITICAL) &&
+		!lease_admit(10, 10, 2, PRIO_CRITICAL),
+	    "critical work may take the reserve, never more than N");
+
+	memset(&l, 0, sizeof(l));
+	memcpy(l.id, "0123456789abcdef", LEASE_ID_LEN + 1);
+	l.priority = PRIO_NORMAL;
+	l.acquired = 1000 * S;
+	l.ttl = 60 * S;
+	l.expires = 1060 * S;
+	strcpy(l.host, "web1");
+	CHECK(lease_check(&l, &why) == 0, "a lease throttle writes passes");
+	CHECK(lease_expires_after(&l, 1000 * S) == 60 * S &&
+		lease_expires_after(&l, 2000 * S) == 0,
+	    "a lease expires its TTL after it was taken, never below 0");
+	CHECK(lease_live(&l, 1059 * S, OWNER_UNKNOWN) &&
+		!lease_live(&l, 1060 * S, OWNER_UNKNOWN),
+	    "a lease holds until the instant it expires");
+	CHECK(!lease_live(&l, 1000 * S, OWNER_DEAD),
+	    "a lease whose owner is gone holds nothing");
+	l.host[0] = '\0';
+	CHECK(lease_check(&l, &why) == 0, "a lease of 0.1 with no host passes");
+	l.priority = 9;
+	CHECK(lease_check(&l, &why) == -1,
+	    "a priority out of range is refused");
+	l.priority = PRIO_LOW;
+	l.ttl = 0;
+	CHECK(lease_check(&l, &why) == -1,
+	    "a lease with no TTL and no owner is refused (it would never end)");
+
+	k.since = 100 * S;
+	k.until = 700 * S;
+	CHECK(lockout_check(&k, &why) == 0, "a lockout throttle writes passes");
+	k.until = 50 * S;
+	CHECK(lockout_check(&k, &why) == -1,
+	    "a lockout ending before it began");
+	k.until = LOCKOUT_NEVER;
+	CHECK(lockout_check(&k, &why) == 0, "a lockout until reset passes");
+}
+
+static void
+shedder(void)
+{
+	struct shed_params p;
+	const char *why;
+	int64_t s;
+
+	shed_default_params(&p);
+	CHECK(shed_params_ok(&p, &why) == 0, "seed 004's constants are usable");
+	/* at rest the amount is -delay/ramp: 28s of overload before any */
+	CHECK(shed_rest(&p) == -(SHED_ONE * 28 + 119) / 120,
+	    "the resting amount is -delay/ramp, rounded down");
+	/* fully overloaded (utilization 1) for 28s: back to 0, within the
+	 * rounding of the resting amount */
+	s = shed_update(&p, shed_rest(&p), 0, 28 * S, 1000000);
+	CHECK(s == -1, "28s at utilization 1 brings the amount to 0 (got %lld)",
+	    (long long)s);
+	/* then 60s more: half of everything (clamped by delay per step) */
+	s = shed_update(&p, 0, 0, 28 * S, 1000000);
+	CHECK(s == SHED_ONE * 28 / 120, "each step counts at most delay");
+	CHECK(shed_update(&p, SHED_ONE, 0, 1000 * S, 1000000) == SHED_ONE,
+	    "the amount never passes 1");
+	CHECK(shed_update(&p, 0, 0, 10 * S, 750000) == 0,
+	    "between good-below and bad-above nothing changes");
+	CHECK(shed_update(&p, 0, 10 * S, 0, 0) == 0,
+	    "a clock stepped back counts as no time");
+	CHECK(shed_drop_chance(SHED_ONE, PRIO_CRITICAL) == 0,
+	    "critical work is never shed");
+	/* Stripe's tiers: low work from 0 to a third of the way, normal
+	 * from a third to two thirds, high from two thirds to all */
+	CHECK(shed_drop_chance(SHED_ONE / 10, PRIO_LOW) == SHED_ONE / 10 * 3 &&
+		shed_drop_chance(SHED_ONE / 2, PRIO_LOW) == SHED_ONE,
+	    "low work is shed first, all of it a third of the way");
+	CHECK(shed_drop_chance(SHED_ONE / 2, PRIO_NORMAL) == SHED_ONE / 2 &&
+		shed_drop_chance(SHED_ONE / 2, PRIO_HIGH) == 0,
+	    "half way: half of normal work, none of high");
+	CHECK(shed_drop_chance(SHED_ONE, PRIO_HIGH) == SHED_ONE,
+	    "all the way: all but critical work");
+	p.good_ppm = 900000;
+	CHECK(shed_params_ok(&p, &why) == -1,
+	    "good-below above bad-above is refused");
+}
+
+static void
+settle(void)
+{
+	struct limitspec ls;
+	struct limit out[LIMITS_MAX];
+	char err[256];
+	int n;
+
+	memset(&ls, 0, sizeof(ls));
+	ls.n = 2;
+	ls.count[0] = 10;
+	ls.period[0] = S;
+	ls.count[1] = 1000;
+	ls.period[1] = 86400 * S;
+	ls.text[0] = "10/1s";
+	ls.text[1] = "1000/1d";
+	CHECK(limit_settle(&ls, "consume", out, &n, err, sizeof(err)) == 0 &&
+		n == 2 && out[0].algo == algo_table[0] && out[0].burst == 10 &&
+		out[1].burst == 1000,
+	    "two limits settle with the default algorithm, burst N each");
+	ls.has_burst = 1;
+	ls.burst = 5;
+	CHECK(limit_settle(&ls, "consume", out, &n, err, sizeof(err)) == -1 &&
+		strstr(err, "--burst") != NULL,
+	    "--burst with two limits names --burst: %s", err);
+	ls.n = 1;
+	ls.algo = algo_find("sliding-window");
+	CHECK(limit_settle(&ls, "consume", out, &n, err, sizeof(err)) == -1 &&
+		strstr(err, "only gcra does") != NULL,
+	    "--burst on a window says which algorithms take it: %s", err);
+	ls.has_burst = 0;
+	CHECK(limit_settle(&ls, "consume", out, &n, err, sizeof(err)) == 0 &&
+		out[0].granularity == out[0].algo->default_granularity(S),
+	    "a sliding window takes its algorithm's default granularity");
+	ls.n = 0;
+	ls.has_granularity = 1;
+	CHECK(limit_settle(&ls, "consume", out, &n, err, sizeof(err)) == -1 &&
+		strstr(err, "--granularity") != NULL,
+	    "--granularity without --limit is a usage error: %s", err);
+}
+
+static void
+combine(void)
+{
+	struct decision ds[3] = {
+		{ 1, 4, 0, 2 * S },
+		{ 0, 0, 30 * S, 60 * S },
+		{ 1, 9, 0, 3600 * S },
+	};
+	struct decision d;
+	int bind;
+
+	bind = limit_combine(ds, 3, &d);
+	CHECK(!d.allowed && d.remaining == 0 && d.retry_after == 30 * S &&
+		d.reset_after == 3600 * S && bind == 1,
+	    "a compound decision: refused by any, the longest wait binds");
+	ds[1].allowed = 1;
+	ds[1].retry_after = 0;
+	ds[1].remaining = 2;
+	bind = limit_combine(ds, 3, &d);
+	CHECK(d.allowed && d.remaining == 2 && bind == 1,
+	    "allowed by all: the fewest remaining binds");
+	CHECK(limit_combine(ds, 0, &d) == 0 && d.allowed && d.remaining == 0,
+	    "no limits: allowed, nothing remaining");
+}
+
+static void
+horizon(void)
+{
+	struct limit g = { algo_find("gcra"), 5, 60 * S, 20, 0 };
+	struct limit w = { algo_find("sliding-window"), 5, 60 * S, 5, S };
+
+	CHECK(limit_horizon(&g) == 240 * S,
+	    "a burst of 20 at 5/60s takes 240s to earn back");
+	CHECK(limit_horizon(&w) == 61 * S,
+	    "a window's horizon is its period and a sub-window");
+}
+
+static void
+records(void)
+{
+	struct keyrec in, out;
+	struct slot slots[4];
+	struct lockout k = { 5 * S, 600 * S }, k2;
+	struct lease l, l2;
+	char buf[4096];
+	const unsigned char *sl;
+	size_t n, nsl;
+	int64_t a, c;
+
+	memset(&in, 0, sizeof(in));
+	in.limit = (struct limit){ algo_find("gcra"), 3, 60 * S, 3, 0 };
+	in.state.v[0] = 1020 * S;
+	in.state.slots = slots;
+	in.rest_at = 1020 * S;
+	in.written_at = 1000 * S;
+	CHECK(record_limit_size(&in) < sizeof(buf), "a limit fits its size");
+	n = record_limit_encode(&in, buf);
+	memset(&out, 0, sizeof(out));
+	CHECK(n > 0 && record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
+		out.limit.algo == in.limit.algo && out.limit.count == 3 &&
+		out.state.v[0] == in.state.v[0] &&
+		out.written_at == in.written_at && nsl == 0,
+	    "a limit's record reads back as written: %.*s", (int)n, buf);
+	memcpy(buf, "quantum", 7);
+	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == -2,
+	    "an unknown algorithm is told apart from damage");
+	CHECK(record_limit_decode("gcra 1 2", 8, &out, &sl, &nsl) == -1,
+	    "a short record is refused");
+
+	n = record_lockout_encode(&k, buf);
+	CHECK(record_lockout_decode(buf, n, &k2) == 0 && k2.since == k.since &&
+		k2.until == k.until,
+	    "a lockout reads back as written");
+	CHECK(record_lockout_decode("600000000", 9, &k2) == 0 &&
+		k2.until == 600 * S && k2.since == 0,
+	    "a lockout of 0.1 (no since) still reads");
+
+	memset(&l, 0, sizeof(l));
+	memcpy(l.id, "0123456789abcdef", LEASE_ID_LEN + 1);
+	l.priority = PRIO_HIGH;
+	l.acquired = 7 * S;
+	l.pid = 42;
+	l.pid_start = 99;
+	strcpy(l.host, "a host");
+	n = record_lease_encode(&l, buf);
+	memset(&l2, 0, sizeof(l2));
+	CHECK(record_lease_decode(l.id, LEASE_ID_LEN, buf, n, &l2) == 0 &&
+		memcmp(&l, &l2, sizeof(l)) == 0,
+	    "a lease reads back as written, spaces in its host and all");
+
+	n = record_shed_encode(-SHED_ONE / 4, 3 * S, buf);
+	CHECK(record_shed_decode(buf, n, &a, &c) == 0 && a == -SHED_ONE / 4 &&
+		c == 3 * S,
+	    "a shedder reads back as written");
+	CHECK(record_shed_decode("1 2 3", 5, &a, &c) == -1,
+	    "a shedder with a field too many is refused");
+}
+
+int
+main(void)
+{
+	leases();
+	shedder();
+	settle();
+	combine();
+	horizon();
+	records();
+	return unit_done();
+}
