@@ -77,7 +77,30 @@ OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 		tests/unit/test-property tests/unit/test-layers
 
-all: throttle
+# The PAM module, pam_throttle.so: built when PAM's headers are found
+# (libpam0g-dev; make PAM=0 leaves it out, PAM=1 insists), from the same
+# sources compiled position-independent in build/pic, with the shared
+# SQLite (a static libsqlite3.a is not built for a shared object).
+PAM_FOUND =	$(shell test -f /usr/include/security/pam_modules.h && echo 1 || echo 0)
+PAM ?=		$(PAM_FOUND)
+PAMDIR ?=	$(PREFIX)/lib/security
+PIC_OBJS =	$(patsubst src/%.o,build/pic/%.o,$(filter-out src/main.o,$(OBJS)))
+ifeq ($(PAM),1)
+PAM_SO =	pam_throttle.so
+endif
+
+all: throttle $(PAM_SO)
+
+build/pic/%.o: src/%.c src/throttle.h
+	@mkdir -p build/pic
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -fPIC -fvisibility=hidden \
+	    -c -o $@ $<
+
+pam_throttle.so: $(PIC_OBJS) build/pic/pam_throttle.o src/pam_throttle.map
+	$(CC) $(LDFLAGS) -shared -o $@ build/pic/pam_throttle.o $(PIC_OBJS) \
+	    -Wl,--version-script=src/pam_throttle.map -Wl,-z,defs \
+	    $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3) \
+	    $(if $(REDIS_OBJS),-lhiredis) -lpam -lm $(LIBS)
 
 throttle: $(OBJS)
 	$(CC) $(LDFLAGS) -o $@ $(OBJS) $(LIBS_ALL)
@@ -99,14 +122,20 @@ $(OBJS): src/throttle.h
 tests/unit/test-%: tests/unit/test-%.c tests/unit/unit.h $(PURE)
 	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -Isrc -o $@ $< $(PURE)
 
+# The C unit tests alone.
+unit: $(UNIT)
+	@for u in $(UNIT); do ./$$u >/dev/null || { ./$$u | grep -v '^ok'; \
+	    exit 1; }; done; echo "unit tests: all passed"
+
 # Every test: C unit tests of the pure layer, then the bats suites through
 # the binary.  The last line is "N passed, N failed, N skipped".
-check: throttle $(UNIT)
+check: throttle $(PAM_SO) $(UNIT)
 	@THROTTLE=$(CURDIR)/throttle sh tests/run $(UNIT)
 
-LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c),$(wildcard src/*.c))
+LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c) \
+		    $(if $(PAM_SO),,src/pam_throttle.c),$(wildcard src/*.c))
 lint: throttle
-	mandoc -Tlint -W warning man/throttle.1
+	mandoc -Tlint -W warning man/throttle.1 man/pam_throttle.8
 	sh tests/lint-names
 	sh tests/lint-bats
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
@@ -128,9 +157,11 @@ asan:
 	rm -rf $(ASAN_DIR) && mkdir -p $(ASAN_DIR)/sanitizer-logs
 	tar -cf - Makefile src tests man completions examples README.md | \
 	    tar -xf - -C $(ASAN_DIR)
+	$(MAKE) -C $(ASAN_DIR) clean >/dev/null
 	ASAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/asan \
 	UBSAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/ubsan:print_stacktrace=1 \
-	$(MAKE) -C $(ASAN_DIR) CC=$(ASAN_CC) WERROR="$(WERROR)" \
+	@# PAM=0: a sanitized module cannot load into an unsanitized pamtester
+	$(MAKE) -C $(ASAN_DIR) CC=$(ASAN_CC) WERROR="$(WERROR)" PAM=0 \
 	    CFLAGS="-O1 -g -fsanitize=address,undefined \
 	    -fno-omit-frame-pointer -fno-sanitize-recover=all" \
 	    LDFLAGS="-fsanitize=address,undefined" check
@@ -205,6 +236,11 @@ install: throttle
 	    >$(DESTDIR)$(LIBEXECDIR)/throttle-login
 	chmod 755 $(DESTDIR)$(LIBEXECDIR)/throttle-login
 	install -m 644 man/throttle.1 $(DESTDIR)$(MANDIR)/man1/throttle.1
+	if [ -f pam_throttle.so ]; then \
+	    install -d $(DESTDIR)$(PAMDIR) $(DESTDIR)$(MANDIR)/man8 && \
+	    install -m 644 pam_throttle.so $(DESTDIR)$(PAMDIR)/pam_throttle.so && \
+	    install -m 644 man/pam_throttle.8 \
+	        $(DESTDIR)$(MANDIR)/man8/pam_throttle.8; fi
 	install -m 644 completions/throttle.bash \
 	    $(DESTDIR)$(BASHCOMPDIR)/throttle
 	install -m 644 completions/_throttle $(DESTDIR)$(ZSHCOMPDIR)/_throttle
@@ -212,6 +248,8 @@ install: throttle
 	    $(DESTDIR)$(FISHCOMPDIR)/throttle.fish
 
 uninstall:
+	rm -f $(DESTDIR)$(PAMDIR)/pam_throttle.so \
+	    $(DESTDIR)$(MANDIR)/man8/pam_throttle.8
 	rm -f $(DESTDIR)$(BINDIR)/throttle \
 	    $(DESTDIR)$(LIBEXECDIR)/throttle-login \
 	    $(DESTDIR)$(MANDIR)/man1/throttle.1 \
@@ -234,8 +272,9 @@ bench: throttle $(BENCH_BINS)
 	bash bench/run $(BENCH_ARGS)
 
 clean:
-	rm -f throttle throttle-fault $(OBJS) $(UNIT) $(FUZZERS) $(BENCH_BINS)
+	rm -f throttle throttle-fault pam_throttle.so $(OBJS) $(UNIT) \
+	    $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work build
 
-.PHONY: all check lint asan fuzz faultcheck soak bench install uninstall clean \
+.PHONY: all unit check lint asan fuzz faultcheck soak bench install uninstall clean \
 	fresh-check mutants

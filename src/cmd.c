@@ -128,6 +128,35 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 	return rc;
 }
 
+/*
+ * Run a command line as cmd_main() would, but print nothing: the answer
+ * (records, message, exit status after --on-error) is left in ans, for a
+ * caller that has no terminal (the PAM module).  The exit status.
+ */
+int
+cmd_decide(int argc, char **argv, struct answer *ans)
+{
+	struct args a;
+	struct ctx c;
+	int rc;
+
+	args_init(&a);
+	if (args_parse(argc, argv, cmd_table, &a) != PARSE_RUN ||
+	    a.cmd == &cmd_help_entry) {
+		answer_usage(ans, "%s",
+		    a.err[0] != '\0' ? a.err : "not a command to decide");
+		args_free(&a);
+		return EXIT_USAGE;
+	}
+	memset(&c, 0, sizeof(c));
+	if (ctx_init(&c, &a, ans) == 0 && cmd_prepare(&c, &a, ans) == 0)
+		a.cmd->exec(&c, &a, ans);
+	rc = ans->msg_kind == MSG_STATE ? ctx_map(&c, EXIT_STATE) : ans->rc;
+	ctx_close(&c);
+	args_free(&a);
+	return rc;
+}
+
 /* Parse the command line and environment, run the command. */
 int
 cmd_main(int argc, char **argv)

@@ -448,6 +448,7 @@ void args_options(void (*)(const char *, char, const char *, int, const char *,
 extern const struct cmd_entry *const cmd_table[];
 const struct cmd_entry *cmd_find(const char *);
 int cmd_main(int, char **);
+int cmd_decide(int, char **, struct answer *);
 int cmd_prepare(struct ctx *, struct args *, struct answer *);
 
 /* concurrency.c */

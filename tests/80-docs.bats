@@ -8,7 +8,7 @@ ROOT=$BATS_TEST_DIRNAME/..
 
 @test "the man page lints clean (mandoc -Tlint, warnings and above)" {
 	command -v mandoc >/dev/null || skip "needs mandoc (apt-get install mandoc)"
-	run mandoc -Tlint -W warning "$ROOT/man/throttle.1"
+	run mandoc -Tlint -W warning "$ROOT/man/throttle.1" "$ROOT/man/pam_throttle.8"
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]
 }
@@ -42,6 +42,12 @@ ROOT=$BATS_TEST_DIRNAME/..
 		[ -f "$TMP/stage/$f" ] || { echo "missing $f"; return 1; }
 	done
 	[ -x "$TMP/stage/usr/bin/throttle" ]
+	# the installed guard knows where its throttle is
+	grep -q '^installed_throttle=/usr/bin/throttle$' "$TMP/stage/usr/libexec/throttle-login"
+	if [ -f "$ROOT/pam_throttle.so" ]; then
+		[ -f "$TMP/stage/usr/lib/security/pam_throttle.so" ]
+		[ -f "$TMP/stage/usr/share/man/man8/pam_throttle.8" ]
+	fi
 	run env THROTTLE_NOW=1 "$TMP/stage/usr/bin/throttle" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 	run make -C "$ROOT" uninstall DESTDIR="$TMP/stage" PREFIX=/usr

@@ -1,0 +1,199 @@
+#!/usr/bin/env bats
+# pam_throttle.so through a real PAM stack: pamtester against a service
+# file under /etc/pam.d, pam_unix and a throwaway local user, on a file
+# and on a Redis server shared by two "hosts".  Needs root and the module
+# (built when libpam0g-dev is installed).
+
+load lib
+
+MODULE=$BATS_TEST_DIRNAME/../pam_throttle.so
+
+setup_file() {
+	[ "$(id -u)" -eq 0 ] || return 0
+	command -v pamtester >/dev/null || return 0
+	export PAM_USER_NAME="thrmod$$"
+	export PAM_SERVICE_NAME="throttle-module-$$"
+}
+
+teardown_file() {
+	[ -n "${PAM_SERVICE_NAME:-}" ] || return 0
+	rm -f "/etc/pam.d/$PAM_SERVICE_NAME"
+	userdel "$PAM_USER_NAME" 2>/dev/null || true
+}
+
+needs_module() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to add a user and a PAM service"
+	command -v pamtester >/dev/null || skip "needs pamtester (apt-get install pamtester)"
+	command -v useradd >/dev/null || skip "needs useradd"
+	[ -f "$MODULE" ] || skip "pam_throttle.so is not built (apt-get install libpam0g-dev, then make)"
+}
+
+# service OPTIONS...: pam_faillock's stack with pam_throttle.so, its
+# syslog lines going to $TMP/log.sock
+service() {
+	local m="$MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf $*"
+	chmod 755 "$TMP"
+	touch "$TMP/throttle.conf"
+	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+	auth requisite $m preauth
+	auth [success=1 default=bad] pam_unix.so nodelay
+	auth [default=die] $m authfail
+	auth sufficient $m authsucc
+	account required pam_permit.so
+	EOF
+	id "$PAM_USER_NAME" >/dev/null 2>&1 ||
+	    useradd -M -s /usr/sbin/nologin "$PAM_USER_NAME"
+	echo "$PAM_USER_NAME:right-pass" | chpasswd
+}
+
+syslog() {
+	perl -MSocket -MIO::Socket::UNIX -e '
+	    my $s = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $ARGV[0])
+	        or die "socket: $!";
+	    open(my $f, ">>", $ARGV[1]) or die;
+	    $f->autoflush(1);
+	    while (defined $s->recv(my $m, 8192)) { print $f "$m\n" }
+	' "$TMP/log.sock" "$TMP/syslog" &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/log.sock" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+# login PASSWORD [USER] [RHOST]
+login() {
+	echo "$1" | pamtester ${3:+-I rhost="$3"} "$PAM_SERVICE_NAME" \
+	    "${2:-$PAM_USER_NAME}" authenticate
+}
+
+@test "pam module: 5 wrong, then the right password refused, minutes left told" {
+	needs_module
+	service "db=$TMP/state.db"
+	for n in 1 2 3 4 5; do
+		run login wrong
+		[[ "$output" == *"Authentication failure"* ]]
+	done
+	run login right-pass
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"The account is locked out, 15 minutes left."* ]]
+	[[ "$output" == *"Authentication failure"* ]]
+	# the same keys and state as the CLI's
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db"
+	[[ "$output" == "login:$PAM_USER_NAME lockout_after="* ]]
+}
+
+@test "pam module: silent tells the user nothing; a success resets" {
+	needs_module
+	service "db=$TMP/state.db" limit=2/1h lockout=1h silent
+	login wrong || true
+	login wrong || true
+	run login right-pass
+	[ "$status" -ne 0 ]
+	[[ "$output" != *"locked out"* ]]
+	"$THROTTLE" reset "login:$PAM_USER_NAME" --db "$TMP/state.db"
+	run login right-pass
+	[ "$status" -eq 0 ]
+	run login wrong
+	run login right-pass
+	[ "$status" -eq 0 ]
+}
+
+@test "pam module: options from the config file, the PAM line wins" {
+	needs_module
+	service "db=$TMP/state.db"
+	printf '# as faillock.conf\nlimit = 1/1h\nlockout = 1h\n' >"$TMP/throttle.conf"
+	login wrong || true
+	run login right-pass
+	[ "$status" -ne 0 ]
+	service "db=$TMP/other.db" limit=3/1h
+	printf 'limit = 1/1h\n' >"$TMP/throttle.conf"
+	login wrong || true
+	run login right-pass
+	[ "$status" -eq 0 ]
+	printf 'bogus = 1\n' >"$TMP/throttle.conf"
+	run login right-pass
+	[ "$status" -ne 0 ]
+}
+
+@test "pam module: a host locked out, names with spaces and globs, the ignore list" {
+	needs_module
+	service "db=$TMP/state.db" limit=2/1h lockout=1h ignore=10.0.0.0/8
+	syslog
+	for u in a b; do login wrong "guess$u" 192.0.2.7 || true; done
+	run login right-pass "$PAM_USER_NAME" 192.0.2.7
+	[ "$status" -ne 0 ]
+	run login right-pass "$PAM_USER_NAME" 198.51.100.1
+	[ "$status" -eq 0 ]
+	for n in 1 2 3; do login wrong "nobody rhost:198.51.100.1" || true; done
+	run login right-pass "$PAM_USER_NAME" 198.51.100.1
+	[ "$status" -eq 0 ]
+	login wrong '/usr/*/*' || true
+	run "$THROTTLE" inspect --names --db "$TMP/state.db"
+	[[ "$output" == *'login:/usr/*/*'* ]]
+	for n in 1 2 3; do login wrong "$PAM_USER_NAME" 10.9.9.9 || true; done
+	run login right-pass "$PAM_USER_NAME" 10.9.9.9
+	[ "$status" -eq 0 ]
+	sleep 0.2
+	grep -q "^<85>pam_throttle: authentication failure for user guessa from 192.0.2.7" "$TMP/syslog"
+}
+
+@test "pam module: 30 parallel wrong passwords, at most the limit checked" {
+	needs_module
+	service "db=$TMP/state.db" limit=5/1h lockout=1h
+	syslog
+	pids=()
+	for n in $(seq 30); do
+		(set +e; login wrong >"$TMP/out$n" 2>&1; echo $? >"$TMP/rc$n") &
+		pids+=($!)
+	done
+	track "${pids[@]}"
+	wait "${pids[@]}"
+	sleep 0.3
+	checked=$(grep -c "authentication failure for user $PAM_USER_NAME" "$TMP/syslog" || true)
+	[ "$checked" -le 5 ] || { echo "$checked passwords checked"; return 1; }
+	[ "$(grep -c "is locked out" "$TMP/syslog")" -eq $((30 - checked)) ]
+}
+
+@test "pam module: a store error fails closed, unless on_error=allow" {
+	needs_module
+	echo "not a database" >"$TMP/state.db"
+	service "db=$TMP/state.db"
+	syslog
+	run login right-pass
+	[ "$status" -ne 0 ]
+	sleep 0.2
+	grep -q "state.db: is not a throttle state file" "$TMP/syslog"
+	service "db=$TMP/state.db" on_error=allow
+	run login right-pass
+	[ "$status" -eq 0 ]
+}
+
+@test "pam module: root is exempt unless even_deny_root" {
+	needs_module
+	service "db=$TMP/state.db" limit=1/1h
+	for n in 1 2 3; do login wrong root || true; done
+	run "$THROTTLE" inspect login:root --db "$TMP/state.db"
+	[ "$status" -eq 1 ]
+	service "db=$TMP/state.db" limit=1/1h even_deny_root
+	for n in 1 2 3; do login wrong root || true; done
+	run "$THROTTLE" inspect login:root --locked --db "$TMP/state.db"
+	[ "$status" -eq 0 ]
+}
+
+@test "pam module: two hosts on one Redis server share the lockout" {
+	needs_module
+	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
+	redis-server --port 0 --unixsocket "$TMP/redis.sock" --save '' \
+	    --appendonly no --daemonize yes --pidfile "$TMP/redis.pid" \
+	    --logfile "$TMP/redis.log"
+	for _ in $(seq 50); do [ -s "$TMP/redis.pid" ] && [ -S "$TMP/redis.sock" ] && break; sleep 0.1; done
+	track "$(cat "$TMP/redis.pid")"
+	# each pamtester is a bastion of its own: nothing shared but Redis
+	service "db=unix://$TMP/redis.sock" limit=2/1h lockout=1h
+	login wrong || true
+	login wrong || true
+	run login right-pass
+	[ "$status" -ne 0 ]
+	run "$THROTTLE" --db "unix://$TMP/redis.sock" inspect --locked
+	[[ "$output" == "login:$PAM_USER_NAME "* ]]
+	kill "$(cat "$TMP/redis.pid")"
+}
