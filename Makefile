@@ -188,7 +188,7 @@ $(FUZZ_PURE): $(FUZZ_SRCS) src/throttle.h
 
 # the command line: all of throttle but main(), though it runs no command
 fuzz/fuzz-cli: fuzz/fuzz-cli.c $(OBJS:.o=.c) src/throttle.h
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ fuzz/fuzz-cli.c \
+	$(FUZZ_CC) $(FUZZ_FLAGS) $(REDIS_CPPFLAGS) -o $@ fuzz/fuzz-cli.c \
 	    $(filter-out src/main.c,$(OBJS:.o=.c)) $(LIBS_ALL)
 
 fuzz: $(FUZZERS)

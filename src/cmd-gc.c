@@ -20,7 +20,7 @@ struct dead {
 		char id[LEASE_ID_LEN + 1];
 	} * v;
 	size_t n, cap;
-	int64_t keys;
+	int64_t keys, lockouts;
 };
 
 static int
@@ -55,6 +55,7 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 	    (d->keys = store_tidy(c->store, c->now, 0)) == -1 ||
 	    store_lease_list(c->store, NULL, 0, collect, d) == -1)
 		return ctx_fail(c, ans);
+	d->lockouts = store_tidied_lockouts(c->store);
 	for (i = 0; i < d->n; i++)
 		if (store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
 			d->v[i].id) == -1)
@@ -74,12 +75,14 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	if (txn_run(c, 1, gc_body, &d, ans) == 0) {
 		r = answer_record(ans, TEXT_LINE);
 		rec_line(ans, r,
-		    "removed %lld key%s at rest and %zu ended "
-		    "lease%s",
+		    "removed %lld key%s at rest, %zu ended lease%s and "
+		    "%lld ended lockout%s",
 		    (long long)d.keys, d.keys == 1 ? "" : "s", d.n,
-		    d.n == 1 ? "" : "s");
+		    d.n == 1 ? "" : "s", (long long)d.lockouts,
+		    d.lockouts == 1 ? "" : "s");
 		rec_int(r, "keys", d.keys, 0);
 		rec_int(r, "leases", (int64_t)d.n, 0);
+		rec_int(r, "lockouts", d.lockouts, 0);
 	}
 	free(d.v);
 }

@@ -153,7 +153,10 @@ show_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
 	rec_str(l->ans, r, "key", key, keylen, 0);
 	rec_str(l->ans, r, "lease", le->id, strlen(le->id), 0);
 	rec_str(l->ans, r, "priority", prio, strlen(prio), 0);
-	rec_int(r, "owner", le->pid, 0);
+	/* no owner: "none" to a person, 0 to a script */
+	if (le->pid == 0)
+		rec_str(l->ans, r, "owner", "none", 4, SHOW_TEXT);
+	rec_int(r, "owner", le->pid, le->pid == 0 ? SHOW_MACHINE : 0);
 	rec_str(l->ans, r, "host", le->host, strlen(le->host), 0);
 	rec_secs(r, "age", now > le->acquired ? now - le->acquired : 0, 0);
 	rec_secs(r, "expires_after", lease_expires_after(le, now), 0);

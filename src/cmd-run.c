@@ -295,8 +295,9 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 	if (!k.d.allowed) {
 		if (ans->msg_kind != MSG_NONE && !c->quiet)
 			log_msg("%s", ans->msg); /* --wait says why */
-		output_seconds(t, sizeof(t), k.d.retry_after);
-		snprintf(why, sizeof(why), "throttled, retry in %ss", t);
+		output_human(t, sizeof(t), k.d.retry_after);
+		snprintf(why, sizeof(why), "%s, retry in %s",
+		    k.lk.until > k.now ? "locked out" : "throttled", t);
 		refused(a, why, ans);
 		return;
 	}

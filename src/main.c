@@ -31,6 +31,7 @@ main(int argc, char **argv)
 	 * away (EPIPE) must not turn its exit status into a signal's.
 	 */
 	signal(SIGPIPE, SIG_IGN);
+	store_sqlite_single_thread();
 	rc = cmd_main(argc, argv);
 	/* if stdout cannot be written, say so (unless its reader simply
 	 * left), but keep the exit code: it is still the truth */

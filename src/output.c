@@ -73,6 +73,48 @@ output_seconds(char *buf, size_t len, int64_t us)
 	return n;
 }
 
+/*
+ * A wait as a person reads it, into buf (len >= 32); its length.  Under a
+ * minute, seconds rounded up to the millisecond ("0.25s", "12.5s");
+ * longer, whole days, hours, minutes and seconds ("23h59m59s", "1d2h"),
+ * where a fraction of a second no longer matters.
+ */
+size_t
+output_human(char *buf, size_t len, int64_t us)
+{
+	static const struct {
+		int64_t s;
+		char unit;
+	} parts[] = { { 86400, 'd' }, { 3600, 'h' }, { 60, 'm' }, { 1, 's' } };
+	int64_t s;
+	size_t n = 0, i;
+	int w;
+
+	if (len < 32) {
+		if (len > 0)
+			buf[0] = '\0';
+		return 0;
+	}
+	if (us < 60 * US_PER_SEC) {
+		n = output_seconds(buf, len, us);
+		buf[n++] = 's';
+		buf[n] = '\0';
+		return n;
+	}
+	s = us / US_PER_SEC;
+	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+		if (s < parts[i].s)
+			continue;
+		w = snprintf(buf + n, len - n, "%lld%c",
+		    (long long)(s / parts[i].s), parts[i].unit);
+		if (w < 0 || (size_t)w >= len - n)
+			break;
+		n += (size_t)w;
+		s %= parts[i].s;
+	}
+	return n;
+}
+
 /* Whole seconds, rounded up. */
 static long long
 secs_up(int64_t us)
@@ -194,11 +236,14 @@ value(FILE *fp, enum format fmt, const struct field *f)
 			fputs(t, fp);
 			break;
 		}
+		if (fmt == FORMAT_TEXT) {
+			output_human(t, sizeof(t), f->v);
+			fputs(t, fp);
+			break;
+		}
 		output_seconds(t, sizeof(t), f->v);
 		fputs(t, fp);
-		if (fmt == FORMAT_TEXT)
-			fputc('s', fp);
-		else if (fmt == FORMAT_SHELL) {
+		if (fmt == FORMAT_SHELL) {
 			fputc('\n', fp);
 			shell_name(fp, f->name, "_SECS=");
 			fprintf(fp, "%lld", secs_up(f->v));

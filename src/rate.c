@@ -235,6 +235,28 @@ rate_refund(struct ctx *c, const struct args *a)
 }
 
 /*
+ * --wait says once on stderr (unless -q) what it waits for, how long, and
+ * at most how long: a CI log that sits still says why.
+ */
+static void
+say_waiting(const struct ctx *c, const struct args *a, const struct keywork *k,
+    int *said)
+{
+	char t[32], m[32];
+
+	if (c->quiet || *said)
+		return;
+	*said = 1;
+	output_human(t, sizeof(t), k->d.retry_after);
+	if (a->wait_max >= 0)
+		output_human(m, sizeof(m), a->wait_max);
+	log_key(a->key, a->keylen, ": %s, waiting %s for it%s%s%s",
+	    k->lk.until > k->now ? "locked out" : "throttled", t,
+	    a->wait_max >= 0 ? " (--wait at most " : "",
+	    a->wait_max >= 0 ? m : "", a->wait_max >= 0 ? ")" : "");
+}
+
+/*
  * Decide on a's key, waiting if --wait says so.  The exit status: 0
  * allowed (after any wait), 1 refused, 128 + N if signal N cut a wait
  * short; or -1 with the answer set.  k->d is the decision.
@@ -244,8 +266,8 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
     struct answer *ans)
 {
 	int64_t start = c->now, mono0 = clock_monotonic(), waited = 0, left;
-	char t[32];
-	int sig;
+	char t[32], m[32];
+	int sig, said = 0;
 
 	for (;;) {
 		left = a->wait_max < 0 ? -1 : a->wait_max - waited;
@@ -253,6 +275,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			return -1;
 		if (k->d.allowed && k->d.retry_after > 0) {
 			/* a reservation: sleep to it, or give it back */
+			say_waiting(c, a, k, &said);
 			if ((sig = clock_sleep(k->d.retry_after)) != 0) {
 				c->now = start + clock_monotonic() - mono0;
 				rate_refund(c, a);
@@ -268,13 +291,15 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			return EXIT_REFUSED;
 		}
 		if (left >= 0 && k->d.retry_after > left) {
-			output_seconds(t, sizeof(t), k->d.retry_after);
+			output_human(t, sizeof(t), k->d.retry_after);
+			output_human(m, sizeof(m), a->wait_max);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " throttled: the wait would be %ss, more than "
-			    "--wait allows",
-			    t);
+			    " throttled: the wait would be %s, more than "
+			    "--wait %s allows",
+			    t, m);
 			return EXIT_REFUSED;
 		}
+		say_waiting(c, a, k, &said);
 		if ((sig = clock_sleep(k->d.retry_after)) != 0)
 			return 128 + sig;
 		waited = clock_monotonic() - mono0;
@@ -299,9 +324,9 @@ rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 			    " locked out until reset (throttle reset KEY)");
 		else {
-			output_seconds(t, sizeof(t), k->d.retry_after);
+			output_human(t, sizeof(t), k->d.retry_after);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " %s, retry in %ss",
+			    " %s, retry in %s",
 			    k->lk.until > k->now ? "locked out" : "throttled",
 			    t);
 		}

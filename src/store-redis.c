@@ -847,9 +847,9 @@ rs_commit(void *p)
 	}
 	if (r == 1) {
 		if (clock_monotonic() - rs->first_try > rs->lock_timeout) {
-			output_seconds(t, sizeof(t), rs->lock_timeout);
+			output_human(t, sizeof(t), rs->lock_timeout);
 			set_err(rs,
-			    "other writers kept changing the key for %ss "
+			    "other writers kept changing the key for %s "
 			    "(--lock-timeout); try again",
 			    t);
 			rs->first_try = 0;

@@ -6,11 +6,19 @@
  *	   with BEGIN IMMEDIATE, which takes the file's single write lock
  *	   before anything is read, so two processes can never both read the
  *	   same state and both admit on it.  Waiting for that lock is bounded
- *	   by --lock-timeout (SQLite's busy timeout); past it, exit 3.
+ *	   by --lock-timeout (busy_wait(), short jittered polls); past it,
+ *	   exit 3.
  *	2. The file is in WAL mode: readers (check, inspect) never block the
  *	   writer, and a process killed at any moment leaves either the old
  *	   or the new state of a key, never a mix.  synchronous=NORMAL, so a
  *	   power cut can lose the last few commits, never corrupt the file.
+ *	   The -wal and -shm files stay between calls (SQLITE_FCNTL_PERSIST_
+ *	   WAL, no checkpoint on close): creating, syncing, checkpointing and
+ *	   deleting them in every process cost more than the decision.  One
+ *	   close in CKPT_EVERY, and any close that finds the WAL past
+ *	   WAL_MAX bytes, checkpoints it and truncates it, if no one else
+ *	   holds the lock (never waiting), so the WAL stays small and a new
+ *	   process's recovery of it cheap.
  *	3. A file that is not ours is never written: before SQLite is given
  *	   the file, its header is read with plain read(2); a non-SQLite file
  *	   or a database with another program's application_id is refused
@@ -38,6 +46,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "throttle.h"
@@ -50,6 +59,9 @@
  * key order.  expires is when the record may be forgotten (gc, and the
  * tidying consume does), INT64_MAX for never.
  */
+#define CKPT_EVERY 16 /* a writer's close checkpoints one time in this many */
+#define WAL_MAX (1 << 20) /* or whenever the WAL is larger than this */
+
 #define CURRENT_SCHEMA                                                         \
 	"CREATE TABLE rec ("                                                   \
 	"  key     BLOB NOT NULL,"                                             \
@@ -183,6 +195,8 @@ struct sq {
 	char *err;
 	size_t errlen;
 	int64_t lock_timeout;
+	int64_t deadline; /* monotonic us: the lock waited for until then */
+	uint64_t jitter; /* the busy handler's random state */
 	int in_txn;
 	int empty; /* no schema yet (read transaction) */
 	int created; /* schema created in this transaction */
@@ -201,6 +215,7 @@ struct sq {
 	int missing; /* read only, and there is no file: no keys */
 	int lockfd; /* an immutable reader's read lock, or -1 */
 	int guarded; /* guarded_open() refused a file this transaction */
+	int ours; /* a transaction found the file throttle's own */
 };
 
 static void
@@ -235,10 +250,10 @@ sql_err(struct sq *sq, const char *what)
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
-		output_seconds(t, sizeof(t), sq->lock_timeout);
+		output_human(t, sizeof(t), sq->lock_timeout);
 		set_err(sq,
 		    "is locked by another process for longer than the "
-		    "lock timeout (%ss); try again or raise --lock-timeout",
+		    "lock timeout (%s); try again or raise --lock-timeout",
 		    t);
 		break;
 	case SQLITE_NOTADB:
@@ -821,6 +836,48 @@ immutable_uri(const char *path, char *buf, size_t len)
 	return 0;
 }
 
+/* A cheap random number (xorshift64): a syscall would cost more. */
+static uint64_t
+busy_jitter(struct sq *sq)
+{
+	if (sq->jitter == 0)
+		sq->jitter =
+		    ((uint64_t)getpid() << 20 ^ (uint64_t)clock_monotonic()) *
+			0x9e3779b97f4a7c15ULL |
+		    1;
+	sq->jitter ^= sq->jitter << 13;
+	sq->jitter ^= sq->jitter >> 7;
+	sq->jitter ^= sq->jitter << 17;
+	return sq->jitter;
+}
+
+/*
+ * SQLite's busy handler: wait for the lock until the deadline in short
+ * polls (20us, doubling to 1ms, each jittered by up to half), so a waiter
+ * sees the lock free within a poll of its release and waiters do not all
+ * wake at once; SQLite's own handler sleeps 1, 2, 5 ... 100ms while the
+ * holder keeps the lock for well under one.  1 to try again, 0 to give
+ * up (SQLITE_BUSY: "locked for longer than the lock timeout").
+ */
+static int
+busy_wait(void *arg, int count)
+{
+	struct sq *sq = arg;
+	int64_t now = clock_monotonic(), step;
+	struct timespec ts;
+
+	if (now >= sq->deadline)
+		return 0;
+	step = count < 6 ? INT64_C(20) << count : 1000;
+	step = step / 2 + (int64_t)(busy_jitter(sq) % (uint64_t)step);
+	if (step > sq->deadline - now)
+		step = sq->deadline - now;
+	ts.tv_sec = 0;
+	ts.tv_nsec = (long)step * 1000;
+	nanosleep(&ts, NULL);
+	return 1;
+}
+
 /* Open the file with SQLite, as readonly or read-write says. */
 static int
 sq_connect(struct sq *sq, int create, int immutable)
@@ -828,7 +885,6 @@ sq_connect(struct sq *sq, int create, int immutable)
 	char uri[PATH_MAX * 3 + 32];
 	int flags =
 	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
-	int64_t ms;
 
 	flags |= sq->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
 	if (create)
@@ -852,8 +908,8 @@ sq_connect(struct sq *sq, int create, int immutable)
 			sql_err(sq, "open");
 		return -1;
 	}
-	ms = (sq->lock_timeout + 999) / 1000;
-	sqlite3_busy_timeout(sq->db, ms > INT_MAX ? INT_MAX : (int)ms);
+	sq->deadline = clock_monotonic() + sq->lock_timeout;
+	sqlite3_busy_handler(sq->db, busy_wait, sq);
 	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
 	 * commits on power loss, never corrupt (promise 2 above).  Every
 	 * b-tree cell is checked as it is read, so a page a decision reads
@@ -862,7 +918,51 @@ sq_connect(struct sq *sq, int create, int immutable)
 		exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1) ||
 	    exec_sql(sq, "PRAGMA cell_size_check=ON") == -1)
 		return -1;
+	if (!sq->readonly && !immutable) {
+		int one = 1;
+
+		sqlite3_file_control(sq->db, "main", SQLITE_FCNTL_PERSIST_WAL,
+		    &one);
+		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+		    NULL);
+	}
 	return 0;
+}
+
+/*
+ * Before a writer closes: now and then (and always when the WAL has grown
+ * past WAL_MAX), checkpoint the WAL into the file and truncate it, without
+ * waiting for the lock (promise 2).
+ */
+static void
+checkpoint_now_and_then(struct sq *sq)
+{
+	char wal[PATH_MAX + 8];
+	struct stat sb;
+
+	if (sq->db == NULL || sq->readonly || sq->lockfd >= 0 || sq->in_txn ||
+	    !sq->ours)
+		return;
+	snprintf(wal, sizeof(wal), "%s-wal", sq->path);
+	if (busy_jitter(sq) % CKPT_EVERY != 0 &&
+	    (lstat(wal, &sb) == -1 || sb.st_size <= WAL_MAX))
+		return;
+	sq->deadline = 0; /* busy: leave it to the next close */
+	sqlite3_exec(sq->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL,
+	    NULL);
+}
+
+/*
+ * For the throttle binary, one thread in one process: SQLite without its
+ * mutexes and memory statistics, which cost about a tenth of a decision.
+ * Not for the PAM module, whose host process may use SQLite otherwise.
+ * Before any other SQLite call.
+ */
+void
+store_sqlite_single_thread(void)
+{
+	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 }
 
 /* Close the SQLite connection (the struct stays). */
@@ -870,6 +970,7 @@ static void
 sq_disconnect(struct sq *sq)
 {
 	abandon(sq);
+	checkpoint_now_and_then(sq);
 	unprep_all(sq);
 	sqlite3_close(sq->db);
 	sq->db = NULL;
@@ -1171,11 +1272,13 @@ sq_begin(void *p, int write)
 		    "permissions of the file and its folder");
 		return -1;
 	}
+	sq->deadline = clock_monotonic() + sq->lock_timeout;
 	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1)
 		return -1;
 	sq->in_txn = 1;
 	switch ((rc = verify(sq, write))) {
 	case 0:
+		sq->ours = 1;
 		return 0;
 	case NEEDS_UPGRADE:
 		/* A reader found an older file: upgrade it in a write

@@ -68,6 +68,7 @@ struct store {
 	unsigned mask; /* the kinds read; 0: nothing kept */
 	struct cached *rec;
 	int nrec, caprec;
+	int64_t tidied_lockouts; /* by the last store_tidy() */
 };
 
 /* The scheme spec names, or NULL for a file path (or an unknown scheme). */
@@ -992,7 +993,15 @@ store_tidy(struct store *st, int64_t now, int64_t limit)
 		    REC_MASK(REC_SHED),
 		now, limit, counts) == -1)
 		return -1;
+	st->tidied_lockouts = counts[REC_LOCKOUT];
 	return counts[REC_LIMIT];
+}
+
+/* The ended lockouts the last store_tidy() forgot. */
+int64_t
+store_tidied_lockouts(const struct store *st)
+{
+	return st->tidied_lockouts;
 }
 
 /*

@@ -571,6 +571,7 @@ die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 
 /* output.c */
 size_t output_seconds(char *, size_t, int64_t);
+size_t output_human(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);
 void output_record(FILE *, enum format, const struct record *);
@@ -730,6 +731,7 @@ int store_lease_del(struct store *, const char *, size_t, const char *);
 int store_shed_load(struct store *, const char *, size_t, int64_t *, int64_t *);
 int store_shed_save(struct store *, const char *, size_t, int64_t, int64_t);
 int store_verify(struct store *, int);
+int64_t store_tidied_lockouts(const struct store *);
 int store_commit(struct store *);
 void store_rollback(struct store *);
 const char *store_error(const struct store *);
@@ -739,6 +741,7 @@ int store_default_path(char *, size_t, const char **);
 /* store-sqlite.c */
 extern const struct store_ops store_sqlite_ops;
 const char *store_sqlite_version(void);
+void store_sqlite_single_thread(void);
 
 /* store-redis.c (built with REDIS=1) */
 struct redis_url {

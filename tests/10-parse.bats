@@ -89,10 +89,10 @@ load lib
 	at 1000 consume w --limit 1/1h
 	run --separate-stderr at 1000 consume w --limit 1/1h --wait 1m
 	[ "$status" -eq 1 ]
-	[[ "$stderr" == *"more than --wait allows"* ]]
+	[[ "$stderr" == *"more than --wait 1m allows"* ]]
 	run --separate-stderr at 1000 consume w --limit 1/1h --wait=1m
 	[ "$status" -eq 1 ]
-	[[ "$stderr" == *"more than --wait allows"* ]]
+	[[ "$stderr" == *"more than --wait 1m allows"* ]]
 	# a word that is not a duration is the next operand, as before
 	run --separate-stderr at 1000 consume --wait w2 --limit 1/1h
 	[ "$status" -eq 0 ]

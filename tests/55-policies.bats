@@ -159,7 +159,7 @@ load lib
 	run --separate-stderr at 0 consume k --limit 1/1m --wait=10s
 	end=$(date +%s%N)
 	[ "$status" -eq 1 ]
-	[ "$stderr" = "throttle: k throttled: the wait would be 60s, more than --wait allows" ]
+	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 10s allows" ]
 	[ $(((end - start) / 1000000)) -lt 1000 ]
 	run at 0 inspect k --format json
 	[ "$(field retry_after "$output")" = 60 ]
@@ -261,13 +261,13 @@ since() {
 	at 0 acquire l --concurrency 1 --ttl 10s >/dev/null
 	run at 100 gc
 	[ "$status" -eq 0 ]
-	[ "$output" = "removed 1 key at rest and 1 ended lease" ]
+	[ "$output" = "removed 1 key at rest, 1 ended lease and 0 ended lockouts" ]
 	run at 100 inspect a
 	[ "$status" -eq 1 ]
 	run at 100 consume b --limit 1/1h
 	[ "$status" -eq 1 ]
 	run at 100 gc --format json
-	[ "$output" = '{"keys":0,"leases":0}' ]
+	[ "$output" = '{"keys":0,"leases":0,"lockouts":0}' ]
 }
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {

@@ -124,3 +124,17 @@ L=(--limit 3/15m --lockout 10m)
 	run at 1100 consume u --limit 1/1s
 	[ "$status" -eq 1 ]
 }
+
+@test "lockout: gc forgets ended lockouts and counts them" {
+	at 1000 consume u --limit 1/1s --lockout 1m
+	at 1000 consume u --limit 1/1s --lockout 1m 2>/dev/null || true
+	# the rate state rests after a second, the lockout lasts its minute
+	run at 1010 gc --format json
+	[ "$output" = '{"keys":1,"leases":0,"lockouts":0}' ]
+	run at 1010 consume u --limit 1/1s
+	[ "$status" -eq 1 ]
+	run at 1100 gc
+	[ "$output" = "removed 0 keys at rest, 0 ended leases and 1 ended lockout" ]
+	run at 1100 inspect u
+	[ "$status" -eq 1 ]
+}

@@ -190,7 +190,7 @@ load lib
 	run at 160 inspect k
 	[ "$status" -eq 0 ]
 	[ "${lines[0]}" = "k algorithm=gcra limit=1/1m burst=1 remaining=1 retry_after=0s reset_after=0s" ]
-	[ "${lines[1]}" = "k lease=$id priority=high owner=0 host=$(hostname) age=60s expires_after=3540s" ]
+	[ "${lines[1]}" = "k lease=$id priority=high owner=none host=$(hostname) age=1m expires_after=59m" ]
 	run at 4000 inspect k
 	[ "${#lines[@]}" -eq 1 ]
 	run at 160 inspect --format json

@@ -10,7 +10,7 @@ load lib
 	run --separate-stderr at 20 run nightly --limit 1/1d -- sh -c 'echo ran'
 	[ "$status" -eq 75 ]
 	[ "$output" = "" ]
-	[[ "$stderr" == "throttle: nightly throttled, retry in 86390s; not running sh" ]]
+	[[ "$stderr" == "throttle: nightly throttled, retry in 23h59m50s; not running sh" ]]
 	run --separate-stderr at 20 run nightly --limit 1/1d --conflict-exit-code 0 -q -- sh -c 'echo ran'
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]

@@ -81,7 +81,7 @@ load lib
 	run --separate-stderr at 1 consume "$key" --limit 1/1h --format json
 	[ "${#lines[@]}" -eq 1 ]
 	[[ "$output" == '{"key":"it'"'"'s \"q\" \\ $(touch pwned) `x`\nnext\u001b[31m","allowed":false'* ]]
-	[ "$stderr" = 'throttle: it'"'"'s "q" \\ $(touch pwned) `x`\nnext\x1b[31m throttled, retry in 3600s' ]
+	[ "$stderr" = 'throttle: it'"'"'s "q" \\ $(touch pwned) `x`\nnext\x1b[31m throttled, retry in 1h' ]
 }
 
 @test "json stays valid UTF-8 for keys that are not" {

@@ -206,7 +206,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run at 1000 inspect --names
 	[ "$output" = "login:bob" ]
 	run at 5000 gc --format json
-	[ "$output" = '{"keys":1,"leases":0}' ]
+	[ "$output" = '{"keys":1,"leases":0,"lockouts":0}' ]
 	[ "$(rcli exists 'throttle:{login:bob}')" = 0 ]
 	printf '%s\n' "consume 'a b' --limit 1/1m" "consume 'a b' --limit 1/1m" |
 	    at 1000 batch >out
