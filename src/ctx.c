@@ -84,8 +84,9 @@ ctx_store(struct ctx *c, struct answer *a)
 
 	if (c->store != NULL)
 		return c->store;
-	c->store = store_open(c->db, c->lock_timeout,
-	    c->read_only ? STORE_READ : 0, err, sizeof(err));
+	c->store =
+	    store_open(c->db, c->lock_timeout, c->read_only ? STORE_READ : 0,
+		err, sizeof(err), &c->open_unavailable);
 	if (c->store == NULL)
 		answer_state(a, err);
 	return c->store;
@@ -127,11 +128,24 @@ ctx_fail(struct ctx *c, struct answer *a)
 	return answer_state(a, store_error(c->store));
 }
 
+/*
+ * Nonzero if the store error at hand may be mapped by --on-error: a store
+ * out of reach may; a misconfiguration (a wrong password, a command the
+ * server refuses) never is, since failing open on it would silently stop
+ * limiting for good.
+ */
+int
+ctx_may_fail_open(const struct ctx *c)
+{
+	return c->store != NULL ? store_unavailable(c->store)
+				: c->open_unavailable;
+}
+
 /* The exit status --on-error makes of rc (3: 0 or 1 if mapped). */
 int
 ctx_map(const struct ctx *c, int rc)
 {
-	if (rc != EXIT_STATE)
+	if (rc != EXIT_STATE || !ctx_may_fail_open(c))
 		return rc;
 	return c->on_error == ON_ERROR_ALLOW ? EXIT_ALLOWED
 	    : c->on_error == ON_ERROR_DENY   ? EXIT_REFUSED

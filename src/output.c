@@ -370,12 +370,13 @@ output_answer(const struct ctx *c, struct answer *a)
 		break;
 	case MSG_STATE:
 		fprintf(stderr, "throttle: %s%s\n", a->msg,
-		    c->on_error == ON_ERROR_ALLOW ? "; allowing anyway "
-						    "(--on-error allow)"
-			: c->on_error == ON_ERROR_DENY
-			? "; refusing (--on-error "
-			  "deny)"
-			: "");
+		    c->on_error == ON_ERROR_FAIL ? ""
+			: !ctx_may_fail_open(c)
+			? "; exit 3 whatever --on-error says: a "
+			  "misconfiguration is never taken for an outage"
+			: c->on_error == ON_ERROR_ALLOW
+			? "; allowing anyway (--on-error allow)"
+			: "; refusing (--on-error deny)");
 		break;
 	}
 }

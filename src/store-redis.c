@@ -88,6 +88,9 @@ struct rs {
 	int nq, capq;
 	int64_t time; /* the server's TIME, read with the last key */
 	int has_time;
+	int unavailable; /* the last error: the server out of reach */
+	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
+	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
 };
 
 static void
@@ -111,7 +114,23 @@ set_err(struct rs *rs, const char *fmt, ...)
 static void
 reply_err(struct rs *rs, const redisReply *r, const char *what)
 {
-	if (rs->c->err)
+	/* out of reach: the connection failed or timed out, or the server
+	 * cannot answer yet (loading, failing over); anything else it says
+	 * is a misconfiguration that --on-error allow must not hide */
+	rs->unavailable = rs->c->err != 0 ||
+	    (r != NULL && r->type == REDIS_REPLY_ERROR &&
+		(strncmp(r->str, "LOADING", 7) == 0 ||
+		    strncmp(r->str, "MASTERDOWN", 10) == 0 ||
+		    strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+		    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		    strncmp(r->str, "BUSY ", 5) == 0));
+	if (rs->c->err == REDIS_ERR_IO &&
+	    (errno == EAGAIN || errno == ETIMEDOUT))
+		set_err(rs,
+		    "%s: no reply in time (--lock-timeout, or ?timeout=); is "
+		    "the server overloaded or stuck?",
+		    what);
+	else if (rs->c->err)
 		set_err(rs, "%s: %s (is the server up and reachable?)", what,
 		    rs->c->errstr[0] ? rs->c->errstr : strerror(errno));
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
@@ -137,13 +156,33 @@ bad_reply(struct rs *rs, const redisReply *r, const char *what)
 	return 1;
 }
 
+/*
+ * Wait for replies no longer than the decision has left of --lock-timeout
+ * (nor than ?timeout=): a slow or stuck server costs a call its lock
+ * timeout, not a timeout per round trip.
+ */
+static void
+bound_time(struct rs *rs, int decision)
+{
+	int64_t t = rs->timeout, left = rs->deadline - clock_monotonic();
+	struct timeval tv;
+
+	if (decision && rs->deadline != 0 && left < t)
+		t = left > 1000 ? left : 1000;
+	tv.tv_sec = (time_t)(t / US_PER_SEC);
+	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
+	redisSetTimeout(rs->c, tv);
+}
+
 /* Run one command now: its reply, or NULL with the error set. */
 static redisReply *
 run(struct rs *rs, const char *what, int argc, const char **argv,
     const size_t *len)
 {
-	redisReply *r = redisCommandArgv(rs->c, argc, argv, len);
+	redisReply *r;
 
+	bound_time(rs, 0); /* scans and gc: each reply its ?timeout= */
+	r = redisCommandArgv(rs->c, argc, argv, len);
 	if (bad_reply(rs, r, what)) {
 		if (r != NULL)
 			freeReplyObject(r);
@@ -349,20 +388,58 @@ add_string(struct rs *rs, struct khash *h, const redisReply *r, char tag)
 	return 1;
 }
 
+/* The server's TIME, from its reply. */
+static void
+take_time(struct rs *rs, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    r->element[1]->type != REDIS_REPLY_STRING)
+		return;
+	rs->time = strtoll(r->element[0]->str, NULL, 10) * US_PER_SEC +
+	    strtoll(r->element[1]->str, NULL, 10);
+	rs->has_time = 1;
+}
+
+/*
+ * Reply j of a key's read into h: 0 the key's hash, 1.. the keys of
+ * throttle 0.1's layout (merged, h->old set if any held something).  0,
+ * or -1 with the error set.
+ */
+static int
+take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
+{
+	int got;
+
+	if (j == 0)
+		return add_fields(rs, h, r, 0, 0);
+	if (j == 1 || j == 3)
+		got = add_fields(rs, h, r, old_tags[j - 1], 1) == -1
+		    ? -1
+		    : r->type == REDIS_REPLY_ARRAY && r->elements > 0;
+	else
+		got = add_string(rs, h, r, old_tags[j - 1]);
+	if (got == -1)
+		return -1;
+	if (got > 0)
+		h->old = 1;
+	return 0;
+}
+
 /*
  * Read key's hash into h, with throttle 0.1's keys merged into it (h->old
  * set if there were any), WATCHing them all first when watch; and the
  * server's TIME after them, into rs->time.  One round trip.  0 or -1.
  */
 static int
-read_key(struct rs *rs, const char *key, size_t keylen, int watch,
+read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
     struct khash *h)
 {
 	const char *argv[2 + 4];
 	size_t len[2 + 4], olen[4];
 	char *old[4];
 	redisReply *r = NULL;
-	int i, n = 0, ok = 0, got;
+	int i, n = 0, ok = 0;
 
 	memset(h, 0, sizeof(*h));
 	h->key = cat3(key, keylen, "", 0, "", 0, &h->keylen);
@@ -395,6 +472,7 @@ read_key(struct rs *rs, const char *key, size_t keylen, int watch,
 	}
 	redisAppendCommand(rs->c, "TIME");
 	n += 6;
+	bound_time(rs, decision);
 	for (i = 0; i < n; i++) {
 		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
 		    r == NULL) {
@@ -405,39 +483,12 @@ read_key(struct rs *rs, const char *key, size_t keylen, int watch,
 		if (ok == 0 && bad_reply(rs, r, "reading a key"))
 			ok = -1;
 		else if (ok == 0) {
-			if (watch && i == 0) {
+			if (watch && i == 0)
 				rs->watched = 1;
-			} else if (i == n - 1) {
-				if (r->type == REDIS_REPLY_ARRAY &&
-				    r->elements == 2 &&
-				    r->element[0]->type == REDIS_REPLY_STRING &&
-				    r->element[1]->type == REDIS_REPLY_STRING) {
-					rs->time = strtoll(r->element[0]->str,
-						       NULL, 10) *
-						US_PER_SEC +
-					    strtoll(r->element[1]->str, NULL,
-						10);
-					rs->has_time = 1;
-				}
-			} else {
-				int j = i - watch; /* 0 the hash, 1.. old */
-
-				if (j == 0)
-					ok = add_fields(rs, h, r, 0, 0);
-				else if (j == 1 || j == 3)
-					got = add_fields(rs, h, r,
-						  old_tags[j - 1], 1) == -1
-					    ? -1
-					    : r->type == REDIS_REPLY_ARRAY &&
-						r->elements > 0;
-				else
-					got = add_string(rs, h, r,
-					    old_tags[j - 1]);
-				if (j > 0 && got == -1)
-					ok = -1;
-				else if (j > 0 && got > 0)
-					h->old = 1;
-			}
+			else if (i == n - 1)
+				take_time(rs, r);
+			else
+				ok = take_reply(rs, h, r, i - watch);
 		}
 		freeReplyObject(r);
 		r = NULL;
@@ -463,7 +514,7 @@ load(struct rs *rs, const char *key, size_t keylen)
 		rs->caph = rs->caph ? rs->caph * 2 : 4;
 		rs->h = xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
 	}
-	if (read_key(rs, key, keylen, rs->write, &rs->h[rs->nh]) == -1)
+	if (read_key(rs, key, keylen, rs->write, 1, &rs->h[rs->nh]) == -1)
 		return NULL;
 	if (rs->h[rs->nh].old && rs->write)
 		rs->h[rs->nh].touched = 1; /* moved into P{KEY} at commit */
@@ -779,6 +830,7 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		    (const char **)rs->q[i].argv, rs->q[i].len);
 	n += rs->nq;
 	redisAppendCommand(rs->c, "EXEC");
+	bound_time(rs, 1);
 	for (i = 0; i < n + 2; i++) {
 		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
 		    r == NULL) {
@@ -852,6 +904,7 @@ rs_commit(void *p)
 			    "other writers kept changing the key for %s "
 			    "(--lock-timeout); try again",
 			    t);
+			rs->unavailable = 1; /* contention, as a timeout */
 			rs->first_try = 0;
 			return -1;
 		}
@@ -879,8 +932,11 @@ rs_begin(void *p, int write)
 
 	forget(rs);
 	rs->write = write;
-	if (rs->first_try == 0)
+	rs->unavailable = 0;
+	if (rs->first_try == 0) {
 		rs->first_try = clock_monotonic();
+		rs->deadline = rs->first_try + rs->lock_timeout;
+	}
 	return 0;
 }
 
@@ -1129,7 +1185,7 @@ rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 		return -1;
 	}
 	for (i = 0; i < ns.n && ret == 0; i++) {
-		if (read_key(rs, ns.v[i].s, ns.v[i].n, 0, &h) == -1) {
+		if (read_key(rs, ns.v[i].s, ns.v[i].n, 0, 0, &h) == -1) {
 			ret = -1;
 			break;
 		}
@@ -1175,8 +1231,8 @@ rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	for (i = 0; i < ns.n && r != -1; i++) {
 		for (tries = 0; tries < TRIES; tries++) {
 			memset(dropped, 0, sizeof(dropped));
-			if ((r = read_key(rs, ns.v[i].s, ns.v[i].n, 1, &h)) ==
-			    -1)
+			if ((r = read_key(rs, ns.v[i].s, ns.v[i].n, 1, 0,
+				 &h)) == -1)
 				break;
 			for (j = h.n - 1; j >= 0; j--) {
 				kind = field_kind(h.f[j].name, h.f[j].nlen, &id,
@@ -1260,9 +1316,15 @@ unescape(const char *s, size_t n, char *buf, size_t len)
 	return 0;
 }
 
+static int
+rs_unavailable(void *p)
+{
+	return ((struct rs *)p)->unavailable;
+}
+
 static void *
 rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
-    size_t errlen)
+    size_t errlen, int *unavailable)
 {
 	struct rs *rs;
 	struct redis_url u;
@@ -1283,6 +1345,10 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	rs->lock_timeout = lock_timeout;
 	snprintf(rs->where, sizeof(rs->where), "%s", u.where);
 	snprintf(rs->prefix, sizeof(rs->prefix), "%s", u.prefix);
+	/* connecting, too, takes no longer than --lock-timeout */
+	rs->timeout = u.timeout;
+	if (lock_timeout > 0 && lock_timeout < u.timeout)
+		u.timeout = lock_timeout;
 	tv.tv_sec = (time_t)(u.timeout / US_PER_SEC);
 	tv.tv_usec = (suseconds_t)(u.timeout % US_PER_SEC);
 	rs->c = u.socket[0] != '\0'
@@ -1297,6 +1363,7 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 		set_err(rs,
 		    "cannot connect: %s (is the server up and reachable?)",
 		    rs->c->errstr);
+		*unavailable = 1;
 		goto fail;
 	}
 	/* a command that run starts must not inherit the connection */
@@ -1307,9 +1374,10 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 		    ? redisCommand(rs->c, "AUTH %s %s", u.user, u.password)
 		    : redisCommand(rs->c, "AUTH %s", u.password);
 		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-			if (rs->c->err)
+			if (rs->c->err) {
 				reply_err(rs, r, "logging in");
-			else
+				*unavailable = 1;
+			} else
 				set_err(rs,
 				    "the server refused the user name or "
 				    "password; check the URL");
@@ -1323,6 +1391,7 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 		if ((r = redisCommand(rs->c, "SELECT %d", u.db)) == NULL ||
 		    r->type == REDIS_REPLY_ERROR) {
 			reply_err(rs, r, "choosing the database");
+			*unavailable = rs->unavailable;
 			if (r != NULL)
 				freeReplyObject(r);
 			goto fail;
@@ -1350,18 +1419,188 @@ rs_close(void *p)
 	free(rs);
 }
 
+/* The port in [p, end): 1..65535. */
+static int
+parse_port(const char *p, size_t n, int *port)
+{
+	char opt[16];
+	const char *err;
+	int64_t v;
+
+	if (n == 0 || n >= sizeof(opt))
+		return -1;
+	memcpy(opt, p, n);
+	opt[n] = '\0';
+	if (parse_count(opt, 65535, &v, &err) == -1 || v == 0)
+		return -1;
+	*port = (int)v;
+	return 0;
+}
+
+/* A number in [p, p + n) up to max: 0 or -1. */
+static int
+parse_small(const char *p, size_t n, int64_t max, int *out)
+{
+	char opt[32];
+	const char *err;
+	int64_t v;
+
+	if (n >= sizeof(opt))
+		return -1;
+	memcpy(opt, p, n);
+	opt[n] = '\0';
+	if (parse_count(opt, max, &v, &err) == -1)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* unix:///path/to/redis.sock: the socket; *q the query, if any. */
+static int
+parse_unix(const char *p, struct redis_url *u, const char **q, const char **why)
+{
+	size_t n;
+
+	*q = strchr(p, '?');
+	n = *q ? (size_t)(*q - p) : strlen(p);
+	if (n == 0 || p[0] != '/' ||
+	    unescape(p, n, u->socket, sizeof(u->socket)) == -1) {
+		*why = "the socket path is missing or too long";
+		return -1;
+	}
+	snprintf(u->where, sizeof(u->where), "unix://%.250s", u->socket);
+	return 0;
+}
+
+/* user:password@ or password@ in [p, at). */
+static int
+parse_login(const char *p, const char *at, struct redis_url *u,
+    const char **why)
+{
+	const char *colon = memchr(p, ':', (size_t)(at - p));
+
+	if (colon == NULL) {
+		/* redis://password@host, as redis-cli takes */
+		if (unescape(p, (size_t)(at - p), u->password,
+			sizeof(u->password)) == -1) {
+			*why = "the password is too long";
+			return -1;
+		}
+		return 0;
+	}
+	if (unescape(p, (size_t)(colon - p), u->user, sizeof(u->user)) == -1 ||
+	    unescape(colon + 1, (size_t)(at - colon - 1), u->password,
+		sizeof(u->password)) == -1) {
+		*why = "the user or password is too long";
+		return -1;
+	}
+	return 0;
+}
+
+/* redis://[login@]host[:port][/db]: *q the query, if any. */
+static int
+parse_tcp(const char *p, struct redis_url *u, const char **q, const char **why)
+{
+	const char *at, *end, *colon;
+	size_t n;
+
+	*q = strchr(p, '?');
+	end = strchr(p, '/');
+	if (end == NULL || (*q != NULL && end > *q))
+		end = *q != NULL ? *q : p + strlen(p);
+	if ((at = memchr(p, '@', (size_t)(end - p))) != NULL) {
+		if (parse_login(p, at, u, why) == -1)
+			return -1;
+		p = at + 1;
+	}
+	colon = memchr(p, ':', (size_t)(end - p));
+	n = (size_t)((colon ? colon : end) - p);
+	if (n == 0 || n >= sizeof(u->host)) {
+		*why = "the host is missing or too long";
+		return -1;
+	}
+	memcpy(u->host, p, n);
+	u->host[n] = '\0';
+	if (colon != NULL &&
+	    parse_port(colon + 1, (size_t)(end - colon - 1), &u->port) == -1) {
+		*why = "the port is not a number from 1 to 65535";
+		return -1;
+	}
+	if (*end == '/') {
+		const char *d = end + 1;
+		size_t dn = *q != NULL ? (size_t)(*q - d) : strlen(d);
+
+		if (dn > 0 && parse_small(d, dn, INT_MAX, &u->db) == -1) {
+			*why = "the database is not a number";
+			return -1;
+		}
+	}
+	snprintf(u->where, sizeof(u->where), "redis://%.200s:%d/%d", u->host,
+	    u->port, u->db);
+	return 0;
+}
+
+/* One name=value of the query: 0 or -1. */
+static int
+parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
+{
+	char opt[PREFIX_MAX + 1];
+	const char *err;
+
+	if (strncmp(p, "prefix=", 7) == 0) {
+		if (unescape(p + 7, n - 7, u->prefix, sizeof(u->prefix)) ==
+		    -1) {
+			*why = "the prefix is too long";
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(p, "password=", 9) == 0 || strncmp(p, "user=", 5) == 0) {
+		int pw = p[0] == 'p';
+		size_t skip = pw ? 9 : 5;
+
+		if (unescape(p + skip, n - skip, pw ? u->password : u->user,
+			pw ? sizeof(u->password) : sizeof(u->user)) == -1) {
+			*why = "the user or password is too long";
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(p, "db=", 3) == 0) {
+		if (parse_small(p + 3, n - 3, INT_MAX, &u->db) == -1) {
+			*why = "db= is not a number";
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(p, "timeout=", 8) == 0) {
+		if (n - 8 >= sizeof(opt)) {
+			*why = "an option's value is too long";
+			return -1;
+		}
+		memcpy(opt, p + 8, n - 8);
+		opt[n - 8] = '\0';
+		if (parse_duration(opt, &u->timeout, &err) == -1 ||
+		    u->timeout == 0) {
+			*why = "timeout= is not a duration above 0";
+			return -1;
+		}
+		return 0;
+	}
+	*why = "has an option other than prefix=, timeout=, db=, user= or "
+	       "password=";
+	return -1;
+}
+
 /*
- * Parse redis://[user:password@]host[:port][/db][?prefix=P&timeout=DUR]
- * or unix:///path[?db=N&prefix=P&timeout=DUR] into u; u->where names the
- * server without the password.  0, or -1 with *why.
+ * A Redis URL: redis://[user:password@]host[:port][/db] or
+ * unix:///path/to/redis.sock, each with ?prefix=P&timeout=DUR (and db=,
+ * user=, password=).  0, or -1 with *why.  Pure: no I/O.
  */
 int
 store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 {
-	const char *p, *q, *at, *end, *colon;
-	char opt[PREFIX_MAX + 1];
-	int64_t v;
-	const char *err;
+	const char *p, *q = NULL;
 	size_t n;
 
 	memset(u, 0, sizeof(*u));
@@ -1377,138 +1616,21 @@ store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 		return -1;
 	}
 	if (strncmp(spec, "unix://", 7) == 0) {
-		p = spec + 7;
-		q = strchr(p, '?');
-		n = q ? (size_t)(q - p) : strlen(p);
-		if (n == 0 || p[0] != '/' ||
-		    unescape(p, n, u->socket, sizeof(u->socket)) == -1) {
-			*why = "the socket path is missing or too long";
+		if (parse_unix(spec + 7, u, &q, why) == -1)
 			return -1;
-		}
-		snprintf(u->where, sizeof(u->where), "unix://%.250s",
-		    u->socket);
 	} else if (strncmp(spec, "redis://", 8) == 0) {
-		p = spec + 8;
-		q = strchr(p, '?');
-		end = strchr(p, '/');
-		if (end == NULL || (q != NULL && end > q))
-			end = q != NULL ? q : p + strlen(p);
-		at = memchr(p, '@', (size_t)(end - p));
-		if (at != NULL) {
-			colon = memchr(p, ':', (size_t)(at - p));
-			if (colon == NULL) {
-				/* redis://password@host, as redis-cli takes */
-				if (unescape(p, (size_t)(at - p), u->password,
-					sizeof(u->password)) == -1) {
-					*why = "the password is too long";
-					return -1;
-				}
-			} else if (unescape(p, (size_t)(colon - p), u->user,
-				       sizeof(u->user)) == -1 ||
-			    unescape(colon + 1, (size_t)(at - colon - 1),
-				u->password, sizeof(u->password)) == -1) {
-				*why = "the user or password is too long";
-				return -1;
-			}
-			p = at + 1;
-		}
-		colon = memchr(p, ':', (size_t)(end - p));
-		n = (size_t)((colon ? colon : end) - p);
-		if (n == 0 || n >= sizeof(u->host)) {
-			*why = "the host is missing or too long";
+		if (parse_tcp(spec + 8, u, &q, why) == -1)
 			return -1;
-		}
-		memcpy(u->host, p, n);
-		u->host[n] = '\0';
-		if (colon != NULL) {
-			n = (size_t)(end - colon - 1);
-			if (n == 0 || n >= sizeof(opt)) {
-				*why = "the port is not a number";
-				return -1;
-			}
-			memcpy(opt, colon + 1, n);
-			opt[n] = '\0';
-			if (parse_count(opt, 65535, &v, &err) == -1 || v == 0) {
-				*why = "the port is not a number from 1 to "
-				       "65535";
-				return -1;
-			}
-			u->port = (int)v;
-		}
-		if (*end == '/') {
-			p = end + 1;
-			n = q ? (size_t)(q - p) : strlen(p);
-			if (n > 0) {
-				if (n >= sizeof(opt)) {
-					*why = "the database is not a number";
-					return -1;
-				}
-				memcpy(opt, p, n);
-				opt[n] = '\0';
-				if (parse_count(opt, INT_MAX, &v, &err) == -1) {
-					*why = "the database is not a number";
-					return -1;
-				}
-				u->db = (int)v;
-			}
-		}
-		snprintf(u->where, sizeof(u->where), "redis://%.200s:%d/%d",
-		    u->host, u->port, u->db);
 	} else {
 		*why = "is not a redis:// or unix:// URL";
 		return -1;
 	}
-	/* the query: prefix, timeout (and db for unix://) */
 	for (p = q ? q + 1 : NULL; p != NULL && *p != '\0';
 	     p = q ? q + 1 : NULL) {
 		q = strchr(p, '&');
 		n = q ? (size_t)(q - p) : strlen(p);
-		if (strncmp(p, "prefix=", 7) == 0) {
-			if (unescape(p + 7, n - 7, u->prefix,
-				sizeof(u->prefix)) == -1) {
-				*why = "the prefix is too long";
-				return -1;
-			}
-		} else if (strncmp(p, "password=", 9) == 0 ||
-		    strncmp(p, "user=", 5) == 0) {
-			int pw = p[0] == 'p';
-			size_t skip = pw ? 9 : 5;
-
-			if (unescape(p + skip, n - skip,
-				pw ? u->password : u->user,
-				pw ? sizeof(u->password) : sizeof(u->user)) ==
-			    -1) {
-				*why = "the user or password is too long";
-				return -1;
-			}
-		} else if (strncmp(p, "timeout=", 8) == 0 ||
-		    strncmp(p, "db=", 3) == 0) {
-			size_t skip = p[0] == 't' ? 8 : 3;
-
-			if (n - skip >= sizeof(opt)) {
-				*why = "an option's value is too long";
-				return -1;
-			}
-			memcpy(opt, p + skip, n - skip);
-			opt[n - skip] = '\0';
-			if (p[0] == 't') {
-				if (parse_duration(opt, &u->timeout, &err) ==
-					-1 ||
-				    u->timeout == 0) {
-					*why = "timeout= is not a duration "
-					       "above 0";
-					return -1;
-				}
-			} else if (parse_count(opt, INT_MAX, &v, &err) == -1) {
-				*why = "db= is not a number";
-				return -1;
-			} else
-				u->db = (int)v;
-		} else {
-			*why = "has an option other than prefix=, timeout=, "
-			       "db=, user= or password=";
+		if (parse_option(p, n, u, why) == -1)
 			return -1;
-		}
 	}
 	return 0;
 }
@@ -1526,6 +1648,7 @@ store_redis_version(void)
 
 const struct store_ops store_redis_ops = {
 	.open = rs_open,
+	.unavailable = rs_unavailable,
 	.close = rs_close,
 	.begin = rs_begin,
 	.commit = rs_commit,

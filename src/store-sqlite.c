@@ -991,14 +991,23 @@ sq_close(void *p)
 	free(sq);
 }
 
+static int
+sq_unavailable(void *p)
+{
+	(void)p;
+	return 1;
+}
+
 static void *
 sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
-    size_t errlen)
+    size_t errlen, int *unavailable)
 {
 	struct sq *sq;
 	struct stat sb;
 	int fresh, folder = -1;
 
+	/* on a file every error may be mapped by --on-error, as before */
+	*unavailable = 1;
 	sq = xcalloc(1, sizeof(*sq));
 	sq->err = err;
 	sq->errlen = errlen;
@@ -1656,6 +1665,7 @@ sq_group_end(void *p, int commit)
 
 const struct store_ops store_sqlite_ops = {
 	.open = sq_open,
+	.unavailable = sq_unavailable,
 	.close = sq_close,
 	.begin = sq_begin,
 	.commit = sq_commit,

@@ -139,7 +139,7 @@ store_display(const char *spec, char *buf, size_t len)
  */
 struct store *
 store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
-    size_t errlen)
+    size_t errlen, int *unavailable)
 {
 	const struct scheme *sc = find_scheme(spec);
 	struct store *st;
@@ -157,14 +157,22 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	st = xcalloc(1, sizeof(*st));
 	store_display(spec, st->name, sizeof(st->name));
 	st->ops = sc != NULL ? sc->ops : &store_sqlite_ops;
-	st->impl =
-	    st->ops->open(spec, lock_timeout, flags, st->err, sizeof(st->err));
+	*unavailable = 0;
+	st->impl = st->ops->open(spec, lock_timeout, flags, st->err,
+	    sizeof(st->err), unavailable);
 	if (st->impl == NULL) {
 		snprintf(err, errlen, "%s", st->err);
 		free(st);
 		return NULL;
 	}
 	return st;
+}
+
+/* Nonzero if the store's last error was its being out of reach. */
+int
+store_unavailable(const struct store *st)
+{
+	return st->ops->unavailable(st->impl);
 }
 
 /* Forget the records kept of a key. */

@@ -266,6 +266,7 @@ struct ctx {
 	int batch; /* a request of throttle batch: the store is the batch's */
 	int64_t now; /* us: the time of the decision */
 	struct store *store;
+	int open_unavailable; /* opening the store failed: out of reach */
 };
 
 /* Which command options a command takes (cmd_entry.options). */
@@ -668,7 +669,14 @@ typedef int (*store_scan_fn)(void *, const char *, size_t, int, const char *,
  * given to open.  A store never looks inside a record.
  */
 struct store_ops {
-	void *(*open)(const char *, int64_t, int, char *, size_t);
+	/* the last int: set nonzero when the failure is the store's
+	 * being out of reach (see unavailable) */
+	void *(*open)(const char *, int64_t, int, char *, size_t, int *);
+	/* nonzero if the last error was the store's being out of reach
+	 * (down, timed out, loading, failing over), which --on-error allow
+	 * may fail open on; zero for a misconfiguration (a wrong password,
+	 * a refused command, a key of another type), which it never does */
+	int (*unavailable)(void *);
 	void (*close)(void *);
 	int (*begin)(void *, int);
 	/* 0 done, STORE_RETRY (a race lost: run it again), -1 error */
@@ -697,7 +705,9 @@ struct store_ops {
 	int (*verify)(void *, int);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
-struct store *store_open(const char *, int64_t, int, char *, size_t);
+struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
+int store_unavailable(const struct store *);
+int ctx_may_fail_open(const struct ctx *);
 int store_check_spec(const char *, const char **);
 int store_is_remote(const char *);
 void store_display(const char *, char *, size_t);

@@ -247,13 +247,59 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	[ "$(rcli exists throttle:k:old throttle:o:old)" = 0 ]
 	[ "$(rcli hexists 'throttle:{old}' k0)" = 1 ]
 	[ "$(rcli hexists 'throttle:{old}' o)" = 1 ]
+	# the lockout (until 3000s) holds, and gives the allowance back
 	run --separate-stderr at 2 consume old --limit 1/1h --format json
 	[ "$status" -eq 1 ]
-	[ "$(field retry_after "$output")" = 3599 ]
+	[ "$(field lockout_after "$output")" = 2998 ]
+	[ "$(field reset_after "$output")" = 3599 ]
+	run at 3000 consume old --limit 1/1h
+	[ "$status" -eq 0 ]
 	# gc moves what no write has touched
 	rcli hset throttle:k:idle 0 "gcra 1 3600000000 1 0 3601000000 0 0 3601000000" >/dev/null
 	run at 3 gc
 	[ "$status" -eq 0 ]
 	[ "$(rcli exists throttle:k:idle)" = 0 ]
 	[ "$(rcli hexists 'throttle:{idle}' k0)" = 1 ]
+}
+
+@test "redis: --on-error allow fails open only when the server is out of reach" {
+	# down: an outage, failed open as asked
+	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"allowing anyway (--on-error allow)"* ]]
+	start_redis
+	# a refused password, a key of another type: misconfigurations, which
+	# failing open would hide for good: exit 3 whatever --on-error says
+	for mode in allow deny; do
+		run --separate-stderr "$THROTTLE" --db "unix://$SOCK?password=wrong" \
+		    --on-error "$mode" consume k --limit 1/1s
+		[ "$status" -eq 3 ] || { echo "$mode: $status"; return 1; }
+		[[ "$stderr" == *"exit 3 whatever --on-error says"* ]]
+	done
+	rcli set 'throttle:{t}' x >/dev/null
+	run --separate-stderr "$THROTTLE" --on-error allow consume t --limit 1/1s --format json
+	[ "$status" -eq 3 ]
+	[[ "$output" == *'"allowed":false'* ]]
+}
+
+@test "redis: --lock-timeout bounds a call on a server that stops answering" {
+	start_redis --enable-debug-command yes 2>/dev/null ||
+	    skip "this redis-server has no --enable-debug-command"
+	rcli ping >/dev/null
+	rcli debug sleep 3 >/dev/null &
+	track $!
+	sleep 0.3
+	start=$(date +%s%N)
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s --lock-timeout 0.5s
+	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"no reply in time"* ]]
+	[ "$elapsed" -lt 1500 ] || { echo "took ${elapsed}ms"; return 1; }
+	# an outage: --on-error allow fails open on it
+	sleep 3
+	rcli debug sleep 3 >/dev/null &
+	track $!
+	sleep 0.3
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s --lock-timeout 0.5s --on-error allow
+	[ "$status" -eq 0 ]
 }
