@@ -158,9 +158,9 @@ asan:
 	tar -cf - Makefile src tests man completions examples README.md | \
 	    tar -xf - -C $(ASAN_DIR)
 	$(MAKE) -C $(ASAN_DIR) clean >/dev/null
+	@# PAM=0: a sanitized module cannot load into an unsanitized pamtester
 	ASAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/asan \
 	UBSAN_OPTIONS=log_path=$(ASAN_DIR)/sanitizer-logs/ubsan:print_stacktrace=1 \
-	@# PAM=0: a sanitized module cannot load into an unsanitized pamtester
 	$(MAKE) -C $(ASAN_DIR) CC=$(ASAN_CC) WERROR="$(WERROR)" PAM=0 \
 	    CFLAGS="-O1 -g -fsanitize=address,undefined \
 	    -fno-omit-frame-pointer -fno-sanitize-recover=all" \
@@ -231,7 +231,7 @@ install: throttle
 	    $(DESTDIR)$(FISHCOMPDIR)
 	install -m 755 throttle $(DESTDIR)$(BINDIR)/throttle
 	@# the guard runs with no PATH (pam_exec): tell it where throttle is
-	sed 's|^installed_throttle=$$|installed_throttle=$(BINDIR)/throttle|' \
+	sed "s|^installed_throttle=\$$|installed_throttle='$(BINDIR)/throttle'|" \
 	    examples/pam/throttle-login \
 	    >$(DESTDIR)$(LIBEXECDIR)/throttle-login
 	chmod 755 $(DESTDIR)$(LIBEXECDIR)/throttle-login

@@ -39,11 +39,23 @@ clock_pinned(void)
 	return clock_pinned_text() != NULL;
 }
 
+static int ignore_env; /* clock_real_only(): THROTTLE_NOW is not read */
+
+/*
+ * From now on the clock is the system's whatever THROTTLE_NOW says: for
+ * the PAM module, whose environment may be the user's (su, sudo).
+ */
+void
+clock_real_only(void)
+{
+	ignore_env = 1;
+}
+
 /* THROTTLE_NOW as given, for messages, or NULL if the clock is real. */
 const char *
 clock_pinned_text(void)
 {
-	const char *s = getenv("THROTTLE_NOW");
+	const char *s = ignore_env ? NULL : getenv("THROTTLE_NOW");
 
 	return s != NULL && *s != '\0' ? s : NULL;
 }

@@ -239,7 +239,7 @@ refused_here(const struct args *a)
 		return "cannot --wait in a batch: a request would hold up "
 		       "every other one; retry it after its retry_after";
 	if (strcmp(c->name, "inspect") == 0 && (a->key == NULL || a->names))
-		return "inspect in a batch shows one key; give the key";
+		return "in a batch shows one key; give the key";
 	return NULL;
 }
 

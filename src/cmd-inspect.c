@@ -19,6 +19,7 @@ struct locked {
 	char *key;
 	size_t keylen;
 	struct lockout lk;
+	int shown; /* with a limit of its key */
 };
 
 struct look {
@@ -59,6 +60,7 @@ gather(const char *key, size_t keylen, const struct lockout *k, void *arg)
 	memcpy(e->key, key, keylen);
 	e->keylen = keylen;
 	e->lk = *k;
+	e->shown = 0;
 	return 0;
 }
 
@@ -66,7 +68,8 @@ gather(const char *key, size_t keylen, const struct lockout *k, void *arg)
 static struct lockout
 lockout_of(const struct look *l, const char *key, size_t keylen)
 {
-	struct locked want = { (char *)(uintptr_t)key, keylen, { 0, 0 } }, *e;
+	struct locked want = { (char *)(uintptr_t)key, keylen, { 0, 0 }, 0 },
+		      *e;
 	struct lockout none = { 0, 0 };
 
 	if (l->a->key != NULL)
@@ -74,7 +77,10 @@ lockout_of(const struct look *l, const char *key, size_t keylen)
 	e = l->nall == 0
 	    ? NULL
 	    : bsearch(&want, l->all, l->nall, sizeof(*l->all), cmp_locked);
-	return e != NULL ? e->lk : none;
+	if (e == NULL)
+		return none;
+	e->shown = 1;
+	return e->lk;
 }
 
 /* A key locked out now, with nothing else to show: its lockout alone. */
@@ -123,9 +129,8 @@ show(const struct keyrec *rec, void *arg)
 	now.retry_after = one.retry_after;
 	if (lk.until > l->c->now) {
 		/* locked: refused until the lockout ends */
-		now.retry_after = lockout_left(&lk, l->c->now);
-		if (now.reset_after < now.retry_after)
-			now.reset_after = now.retry_after;
+		now.retry_after = now.reset_after =
+		    lockout_left(&lk, l->c->now);
 	}
 	r = keystate_numbers(l->ans, rec->key, rec->keylen, &rec->limit, &now,
 	    0, 0);
@@ -187,6 +192,7 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 	const struct args *a = l->a;
 	struct keyrec rec;
 	int idx, found;
+	size_t i;
 
 	if (ctx_now(c, ans) == -1)
 		return -1;
@@ -203,8 +209,14 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 			return ctx_fail(c, ans);
 		if (l->nall > 0)
 			qsort(l->all, l->nall, sizeof(*l->all), cmp_locked);
-		return store_list(c->store, show, l) == -1 ||
-			store_lease_list(c->store, NULL, 0, show_lease, l) == -1
+		if (store_list(c->store, show, l) == -1)
+			return ctx_fail(c, ans);
+		/* keys locked out whose rate state is gone */
+		for (i = 0; i < l->nall; i++)
+			if (!l->all[i].shown)
+				show_lockout(l, l->all[i].key, l->all[i].keylen,
+				    &l->all[i].lk);
+		return store_lease_list(c->store, NULL, 0, show_lease, l) == -1
 		    ? ctx_fail(c, ans)
 		    : 0;
 	}

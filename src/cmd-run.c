@@ -276,17 +276,43 @@ refused(const struct args *a, const char *why, struct answer *ans)
 	ans->rc = a->conflict_exit_code;
 }
 
+/*
+ * A store error before the command ran, as --on-error says: allow runs the
+ * command anyway (EXIT_ALLOWED: fail open), deny refuses it as a limit
+ * would (--conflict-exit-code), fail exits 3.  The message is said here;
+ * the status to carry on with.
+ */
+static int
+store_failed(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	int rc;
+
+	if (ans->msg_kind != MSG_STATE)
+		return ans->rc != 0 ? ans->rc : EXIT_STATE;
+	rc = ctx_map(c, EXIT_STATE);
+	if (rc == EXIT_STATE)
+		return -1; /* the driver says it, exit 3 */
+	log_msg("%s; %s %s (--on-error %s)", ans->msg,
+	    rc == EXIT_ALLOWED ? "running" : "not running", a->command[0],
+	    rc == EXIT_ALLOWED ? "allow" : "deny");
+	ans->msg_kind = MSG_NONE;
+	ans->rc = rc == EXIT_ALLOWED ? 0 : a->conflict_exit_code;
+	return rc == EXIT_ALLOWED ? EXIT_ALLOWED : -2;
+}
+
 /* --limit: consume, then become the command (or give the unit back). */
 static void
 run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct keywork k;
 	char why[64], t[32];
-	int rc, err;
+	int rc, err, charged = 0;
 
 	keystate_init(&k, a->key, a->keylen);
 	rc = rate_wait(c, a, &k, ans);
 	keystate_free(&k);
+	if (rc == -1 && (rc = store_failed(c, a, ans)) == EXIT_ALLOWED)
+		goto run; /* --on-error allow: fail open, charging nothing */
 	if (rc != EXIT_ALLOWED && rc != EXIT_REFUSED) {
 		if (rc > 0)
 			ans->rc = rc;
@@ -301,14 +327,17 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 		refused(a, why, ans);
 		return;
 	}
+	charged = 1;
+run:
 	fflush(NULL);
 	signal(SIGPIPE, SIG_DFL);
 	execvp(a->command[0], a->command);
 	err = errno;
 	signal(SIGPIPE, SIG_IGN);
-	log_msg("run: %s: %s; its unit is given back", a->command[0],
-	    strerror(err));
-	rate_refund(c, a);
+	log_msg("run: %s: %s%s", a->command[0], strerror(err),
+	    charged ? "; its unit is given back" : "");
+	if (charged)
+		rate_refund(c, a);
 	ans->rc = cannot_run(err);
 }
 
@@ -340,7 +369,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	struct slots_seen seen;
 	struct job j;
 	char why[64];
-	int status, ran, taken;
+	int status, ran, taken, failed = 0;
 
 	if (concurrency_check(a, "run", ans) == -1)
 		return;
@@ -354,8 +383,15 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	who.pgid_start = j.group_start;
 	taken = concurrency_wait(c, a, &who, a->has_ttl ? a->ttl : 0, &l, &seen,
 	    ans);
+	if (taken == -1)
+		failed = store_failed(c, a, ans);
 	/* no descriptor of the store stays open while the job runs */
 	ctx_close(c);
+	if (taken == -1 && failed == EXIT_ALLOWED) {
+		/* --on-error allow: fail open, the job runs without a slot */
+		ans->rc = run_job(a, &j, &ran);
+		return;
+	}
 	if (taken != 1) {
 		cancel_job(&j);
 		if (taken == 0) {

@@ -47,6 +47,10 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	c->lock_timeout = a->lock_timeout;
 	c->on_error = a->on_error;
 	c->db = a->db;
+	if (c->db != NULL && c->db[0] == '\0')
+		return answer_usage(ans,
+		    "--db: the path is empty; give a state file or a "
+		    "redis:// URL (an empty variable in a script?)");
 	if (c->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
 	    *env != '\0')
 		c->db = env;

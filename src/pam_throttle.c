@@ -13,7 +13,8 @@
  *	   decision (throttle consume --limit L --lockout D), so parallel
  *	   attempts never pass more than the limit.  Refused: PAM_AUTH_ERR,
  *	   a line in syslog, and "locked, N minutes left" to the user unless
- *	   silent.  A host refused gives the user's unit back.
+ *	   silent.  The host is charged first, so a host locked out never
+ *	   charges (nor locks out) the user it guesses at.
  *	2. authfail logs the failure and returns PAM_AUTH_ERR; the attempt
  *	   was charged at preauth.
  *	3. authsucc resets the user (lockout and all) and gives the host its
@@ -48,6 +49,7 @@
 #include "throttle.h"
 
 #define CONF_DEFAULT "/etc/security/throttle.conf"
+#define DB_DEFAULT "/var/lib/throttle/state.db" /* root's, as the CLI's */
 #define VALUE_MAX 1024
 #define MSG_LEN (STORE_ERR_MAX + 256) /* as struct answer's */
 
@@ -120,9 +122,12 @@ set_option(struct conf *cf, const char *name, size_t nlen, const char *value)
 
 	for (i = 0; i < sizeof(text) / sizeof(text[0]); i++)
 		if (strlen(text[i].name) == nlen &&
-		    strncmp(text[i].name, name, nlen) == 0 && value != NULL) {
-			snprintf((char *)cf + text[i].off, text[i].len, "%s",
-			    value);
+		    strncmp(text[i].name, name, nlen) == 0 && value != NULL &&
+		    value[0] != '\0') {
+			if (strlen(value) >= text[i].len)
+				return -1; /* too long: never cut short */
+			memcpy((char *)cf + text[i].off, value,
+			    strlen(value) + 1);
 			return 0;
 		}
 	if (value == NULL && nlen == 14 &&
@@ -166,10 +171,11 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 	}
 	while (fgets(line, sizeof(line), fp) != NULL) {
 		lineno++;
-		if ((p = strchr(line, '#')) != NULL)
-			*p = '\0';
 		for (p = line; isspace((unsigned char)*p); p++)
 			;
+		if (*p == '#') /* a comment: only a whole line (a password
+				* may hold '#') */
+			continue;
 		for (e = p + strlen(p); e > p && isspace((unsigned char)e[-1]);)
 			*--e = '\0';
 		if (*p == '\0')
@@ -260,8 +266,14 @@ ignored(const struct conf *cf, const char *name)
 		if (!is_ip || (slash = strchr(w, '/')) == NULL)
 			continue;
 		*slash = '\0';
+		/* 1 or 2 digits, nothing else: "10.0.0.0/" is no network */
+		if (!isdigit((unsigned char)slash[1]) ||
+		    (slash[2] != '\0' &&
+			(!isdigit((unsigned char)slash[2]) ||
+			    slash[3] != '\0')))
+			continue;
 		bits = strtol(slash + 1, NULL, 10);
-		if (inet_pton(AF_INET, w, &net) != 1 || bits < 0 || bits > 32)
+		if (inet_pton(AF_INET, w, &net) != 1 || bits > 32)
 			continue;
 		mask = bits == 0 ? 0 : htonl(0xffffffffu << (32 - bits));
 		if ((a.s_addr & mask) == (net.s_addr & mask))
@@ -279,15 +291,18 @@ static int
 decide(const struct conf *cf, const char *cmd, const char *key, int with_limit,
     int64_t *left, char *msg, size_t msglen)
 {
-	const char *argv[16];
+	const char *argv[20];
 	struct answer ans;
 	int argc = 0, rc, i;
 
+	/* nothing from the environment, which may be the user's (su,
+	 * sudo): the store, the format and the clock are the module's */
+	clock_real_only();
 	argv[argc++] = "throttle";
-	if (cf->db[0] != '\0') {
-		argv[argc++] = "--db";
-		argv[argc++] = cf->db;
-	}
+	argv[argc++] = "--db";
+	argv[argc++] = cf->db[0] != '\0' ? cf->db : DB_DEFAULT;
+	argv[argc++] = "--format";
+	argv[argc++] = "json";
 	argv[argc++] = "--on-error";
 	argv[argc++] = cf->fail_open ? "allow" : "deny";
 	argv[argc++] = cmd;
@@ -369,11 +384,16 @@ charge(pam_handle_t *pamh, const struct conf *cf, int flags, const char *key,
 	int rc;
 
 	rc = decide(cf, "consume", key, 2, &left, msg, sizeof(msg));
-	if (rc == EXIT_ALLOWED)
+	if (rc == EXIT_ALLOWED) {
+		if (msg[0] != '\0') /* a store error, failed open */
+			pam_log(pamh, cf, LOG_ERR,
+			    "%s; allowing %s (on_error=allow)", msg, who);
 		return PAM_SUCCESS;
+	}
 	if (rc == EXIT_STATE) {
-		pam_log(pamh, cf, LOG_ERR, "%s; refusing %s (on_error=deny)",
-		    msg, who);
+		pam_log(pamh, cf, LOG_ERR, "%s; refusing %s (%s)", msg, who,
+		    cf->fail_open ? "a misconfiguration is never allowed"
+				  : "on_error=deny");
 		return PAM_AUTH_ERR;
 	}
 	pam_log(pamh, cf, LOG_NOTICE,
@@ -387,23 +407,20 @@ static int
 preauth(pam_handle_t *pamh, const struct conf *cf, int flags, const char *user,
     const char *ukey, const char *hkey, const char *rhost)
 {
-	char who[KEY_MAX * 2 + 64], msg[MSG_LEN];
-	int64_t left;
+	char who[KEY_MAX * 2 + 64];
 
+	/* the host first: a host locked out is refused before it can
+	 * charge (and so lock out) the user it guesses at */
+	snprintf(who, sizeof(who), "host %s (user %s)", rhost ? rhost : "",
+	    user);
+	if (hkey[0] != '\0' &&
+	    charge(pamh, cf, flags, hkey, who) != PAM_SUCCESS)
+		return PAM_AUTH_ERR;
 	snprintf(who, sizeof(who), "user %s%s%s", user, rhost ? " from " : "",
 	    rhost ? rhost : "");
 	if (ukey[0] != '\0' &&
 	    charge(pamh, cf, flags, ukey, who) != PAM_SUCCESS)
 		return PAM_AUTH_ERR;
-	snprintf(who, sizeof(who), "host %s (user %s)", rhost ? rhost : "",
-	    user);
-	if (hkey[0] != '\0' &&
-	    charge(pamh, cf, flags, hkey, who) != PAM_SUCCESS) {
-		/* the user's attempt did not happen: give it back */
-		if (ukey[0] != '\0')
-			decide(cf, "release", ukey, 1, &left, msg, sizeof(msg));
-		return PAM_AUTH_ERR;
-	}
 	return PAM_SUCCESS;
 }
 
@@ -418,8 +435,18 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 	int64_t left;
 	int bad = 0;
 
-	if (configure(pamh, &cf, argc, argv, &mode) == -1)
-		return PAM_AUTH_ERR; /* misconfigured: fail closed */
+	if (configure(pamh, &cf, argc, argv, &mode) == -1) {
+		/* misconfigured: fail closed, but never lock root out of
+		 * the console it would fix the file from */
+		struct passwd *pw;
+
+		if (pam_get_user(pamh, &user, NULL) == PAM_SUCCESS &&
+		    user != NULL &&
+		    (pw = pam_modutil_getpwnam(pamh, user)) != NULL &&
+		    pw->pw_uid == 0)
+			return PAM_IGNORE;
+		return PAM_AUTH_ERR;
+	}
 	if (mode == NULL) {
 		pam_log(pamh, &cf, LOG_ERR,
 		    "no mode: give preauth, authfail or authsucc");

@@ -142,6 +142,8 @@ policy_find(struct ctx *c, struct args *a, struct answer *ans)
 		rc.store = NULL;
 	}
 	r = txn_run(&rc, 0, lookup, &l, ans);
+	if (r == -1) /* for --on-error: was the store out of reach? */
+		c->open_unavailable = ctx_may_fail_open(&rc);
 	if (c->store == NULL)
 		ctx_close(&rc);
 	if (r == -1)

@@ -133,8 +133,9 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	/* locked out: show the key as it is, nothing charged */
 	keystate_decide(k, t, locked ? 0 : a->cost);
 	if (locked) {
+		/* its end gives the whole allowance back: at rest then */
 		d->allowed = 0;
-		d->retry_after = lockout_left(lk, t);
+		d->retry_after = d->reset_after = lockout_left(lk, t);
 	} else if (!d->allowed && x->reserve >= -1 && all_reserve(a) &&
 	    (x->reserve == -1 || d->retry_after <= x->reserve)) {
 		/* the first instant every limit allows it */
@@ -162,6 +163,11 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 			    : t + a->lockout;
 			lk_moved = 1;
 			d->retry_after = d->reset_after = lockout_left(lk, t);
+			/* its end gives the whole allowance back: forget the
+			 * limits' states now, so that an ended lockout that
+			 * gc or tidying forgets leaves nothing charged */
+			if (store_trim(c->store, a->key, a->keylen, 0) == -1)
+				return ctx_fail(c, ans);
 		}
 	}
 	if (lk->until != 0
@@ -322,7 +328,7 @@ rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
 	if (!k->d.allowed && ans->msg_kind == MSG_NONE) {
 		if (k->lk.until == LOCKOUT_NEVER)
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " locked out until reset (throttle reset KEY)");
+			    " locked out until reset; throttle reset lifts it");
 		else {
 			output_human(t, sizeof(t), k->d.retry_after);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,

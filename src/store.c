@@ -918,7 +918,10 @@ name_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 	return w->fn(key, keylen, w->arg);
 }
 
-/* Call fn for every key with rate state or leases, once each, in order. */
+/*
+ * Call fn for every key with rate state, a lockout or leases, once each,
+ * in order.
+ */
 int
 store_names(struct store *st, int (*fn)(const char *, size_t, void *),
     void *arg)
@@ -929,7 +932,8 @@ store_names(struct store *st, int (*fn)(const char *, size_t, void *),
 	w.fn = fn;
 	w.arg = arg;
 	return st->ops->scan(st->impl,
-	    REC_MASK(REC_LIMIT) | REC_MASK(REC_LEASE), name_each, &w);
+	    REC_MASK(REC_LIMIT) | REC_MASK(REC_LEASE) | REC_MASK(REC_LOCKOUT),
+	    name_each, &w);
 }
 
 struct rec_walk {

@@ -401,6 +401,7 @@ extern const struct algo algo_hybrid;
 int clock_now(int64_t *, const char **);
 int clock_pinned(void);
 const char *clock_pinned_text(void);
+void clock_real_only(void);
 int64_t clock_monotonic(void);
 int clock_sleep(int64_t);
 

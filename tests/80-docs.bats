@@ -43,7 +43,7 @@ ROOT=$BATS_TEST_DIRNAME/..
 	done
 	[ -x "$TMP/stage/usr/bin/throttle" ]
 	# the installed guard knows where its throttle is
-	grep -q '^installed_throttle=/usr/bin/throttle$' "$TMP/stage/usr/libexec/throttle-login"
+	grep -q "^installed_throttle='/usr/bin/throttle'$" "$TMP/stage/usr/libexec/throttle-login"
 	if [ -f "$ROOT/pam_throttle.so" ]; then
 		[ -f "$TMP/stage/usr/lib/security/pam_throttle.so" ]
 		[ -f "$TMP/stage/usr/share/man/man8/pam_throttle.8" ]

@@ -10,7 +10,7 @@ load lib
 	start=$(date +%s%N)
 	# the recipe, as the README writes it (throttle is $THROTTLE here)
 	for url in $urls; do
-		until eval "$("$THROTTLE" consume api --limit 10/1s --format shell)"
+		until eval "$("$THROTTLE" consume api --limit 10/1s --format shell -q)"
 		      [ "$THROTTLE_ALLOWED" = 1 ]; do
 			sleep "${THROTTLE_RETRY_AFTER:-1}"
 		done
@@ -20,8 +20,6 @@ load lib
 	[ "$(wc -l <fetched)" -eq 15 ]
 	# 10 at once from rest, then one every 100ms: at least 5 x 100ms
 	[ "$elapsed" -ge 450 ] || { echo "15 calls in ${elapsed}ms"; return 1; }
-	run "$THROTTLE" inspect api --format json
-	[ "$(field remaining "$output")" -le 1 ]
 }
 
 @test "README Recipes, Scripts: --wait does the sleeping" {

@@ -179,7 +179,8 @@ login() {
 	# <85>: authpriv (10) * 8 + notice (5)
 	grep -q "^<85>.*throttle-login: authentication failure for user $PAM_USER_NAME from 192.0.2.9" "$TMP/syslog" ||
 	    { cat "$TMP/syslog"; return 1; }
-	grep -q "throttle-login: user $PAM_USER_NAME from 192.0.2.9 is locked out" "$TMP/syslog"
+	# the host is charged first, so it is the host that is refused
+	grep -q "throttle-login: host 192.0.2.9 (user $PAM_USER_NAME) is locked out" "$TMP/syslog"
 }
 
 @test "pam: root is not locked out unless THROTTLE_LOGIN_ROOT=1" {
@@ -218,7 +219,7 @@ login() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Authentication failure"* ]]
 	sleep 0.2
-	grep -q "locked out" "$TMP/syslog"
+	grep -q "refusing user $PAM_USER_NAME (a store or settings error)" "$TMP/syslog"
 }
 
 @test "pam: installed with another PREFIX, the guard finds its throttle" {

@@ -251,7 +251,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run --separate-stderr at 2 consume old --limit 1/1h --format json
 	[ "$status" -eq 1 ]
 	[ "$(field lockout_after "$output")" = 2998 ]
-	[ "$(field reset_after "$output")" = 3599 ]
+	[ "$(field reset_after "$output")" = 2998 ]
 	run at 3000 consume old --limit 1/1h
 	[ "$status" -eq 0 ]
 	# gc moves what no write has touched
