@@ -79,7 +79,8 @@ ROOT=$BATS_TEST_DIRNAME/..
 	run sh "$TMP/t/tests/lint-bats"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"a bare '!' line never fails the test"* ]]
-	printf '@test "x" {\n\tpgrep -f sleep\n}\n' >"$TMP/t/tests/10-x.bats"
+	# the offending word is built, so this file itself finds nothing
+	printf '@test "x" {\n\tp%s -f sleep\n}\n' grep >"$TMP/t/tests/10-x.bats"
 	run sh "$TMP/t/tests/lint-bats"
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"finds processes by name"* ]]
