@@ -44,7 +44,7 @@
 #define MARGIN_MS 60000 /* keys outlive their records by this much */
 #define PREFIX_MAX 128
 #define TRIES 10 /* gc's compare-and-set on one key, at most */
-#define BATCH 128 /* keys read in one round trip by a scan */
+#define BATCH 256 /* keys read in one round trip by a scan or gc */
 
 /* A field of a key's hash: one record. */
 struct hfield {
@@ -426,6 +426,109 @@ take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
 	return 0;
 }
 
+/* Where a key's records may be: bit 0 its hash P{KEY}, bit 1 + i throttle
+ * 0.1's key of old_tags[i]. */
+#define IN_HASH 1u
+#define IN_OLD(i) (2u << (i))
+#define IN_ALL 0x1fu
+
+/* The Redis key of where bit i (0 the hash, 1.. the old keys) of h. */
+static char *
+where_key(const struct rs *rs, const struct khash *h, int i, size_t *len)
+{
+	if (i == 0)
+		return cat3(h->rkey, h->rlen, "", 0, "", 0, len);
+	return old_key(rs, old_tags[i - 1], h->key, h->keylen, len);
+}
+
+/*
+ * Start h as key's hash and queue the reads of the places in where (one
+ * command each), WATCHed first if watch; the replies are taken by
+ * take_read().
+ */
+static void
+queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
+    unsigned where, int watch)
+{
+	const char *argv[2 + 4];
+	size_t len[2 + 4];
+	char *k[5];
+	int i, n = 1;
+
+	memset(h, 0, sizeof(*h));
+	h->key = cat3(key, keylen, "", 0, "", 0, &h->keylen);
+	h->rkey = hash_key(rs, key, keylen, &h->rlen);
+	argv[0] = "WATCH";
+	len[0] = 5;
+	for (i = 0; i < 5; i++) {
+		k[i] = NULL;
+		if (where & (1u << i)) {
+			k[i] = where_key(rs, h, i, &len[n]);
+			argv[n++] = k[i];
+		}
+	}
+	if (watch)
+		redisAppendCommandArgv(rs->c, n, argv, len);
+	for (i = 0, n = 1; i < 5; i++) {
+		if (k[i] == NULL)
+			continue;
+		/* the hash, and 0.1's limits and leases, are hashes */
+		argv[0] = i == 0 || i == 1 || i == 3 ? "HGETALL" : "GET";
+		len[0] = strlen(argv[0]);
+		argv[1] = k[i];
+		len[1] = len[n++];
+		redisAppendCommandArgv(rs->c, 2, argv, len);
+		free(k[i]);
+	}
+}
+
+/* The next reply: 0, or -1 if the connection failed (the error set). */
+static int
+next_reply(struct rs *rs, redisReply **r, const char *what)
+{
+	*r = NULL;
+	if (redisGetReply(rs->c, (void **)r) == REDIS_OK && *r != NULL)
+		return 0;
+	reply_err(rs, NULL, what);
+	*r = NULL;
+	return -1;
+}
+
+/*
+ * Take the replies of queue_read() into h, merging throttle 0.1's keys
+ * (h->old set if any held something).  -1 if the connection failed (no
+ * more replies will come); otherwise 0, with *ok set to -1 (and the error
+ * set) if a reply was bad.
+ */
+static int
+take_read(struct rs *rs, struct khash *h, unsigned where, int watch, int *ok)
+{
+	redisReply *r;
+	int i;
+
+	if (watch) {
+		if (next_reply(rs, &r, "reading a key") == -1)
+			return -1;
+		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
+			*ok = -1;
+		else
+			rs->watched = 1;
+		freeReplyObject(r);
+	}
+	for (i = 0; i < 5; i++) {
+		if (!(where & (1u << i)))
+			continue;
+		if (next_reply(rs, &r, "reading a key") == -1)
+			return -1;
+		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
+			*ok = -1;
+		else if (*ok == 0)
+			*ok = take_reply(rs, h, r, i);
+		freeReplyObject(r);
+	}
+	return 0;
+}
+
 /*
  * Read key's hash into h, with throttle 0.1's keys merged into it (h->old
  * set if there were any), WATCHing them all first when watch; and the
@@ -435,66 +538,22 @@ static int
 read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
     struct khash *h)
 {
-	const char *argv[2 + 4];
-	size_t len[2 + 4], olen[4];
-	char *old[4];
-	redisReply *r = NULL;
-	int i, n = 0, ok = 0;
+	redisReply *r;
+	int ok = 0;
 
-	memset(h, 0, sizeof(*h));
-	h->key = cat3(key, keylen, "", 0, "", 0, &h->keylen);
-	h->rkey = hash_key(rs, key, keylen, &h->rlen);
-	for (i = 0; i < 4; i++)
-		old[i] = old_key(rs, old_tags[i], key, keylen, &olen[i]);
-	if (watch) {
-		argv[0] = "WATCH";
-		len[0] = 5;
-		argv[1] = h->rkey;
-		len[1] = h->rlen;
-		for (i = 0; i < 4; i++) {
-			argv[2 + i] = old[i];
-			len[2 + i] = olen[i];
-		}
-		redisAppendCommandArgv(rs->c, 6, argv, len);
-		n++;
-	}
-	argv[0] = "HGETALL";
-	len[0] = 7;
-	argv[1] = h->rkey;
-	len[1] = h->rlen;
-	redisAppendCommandArgv(rs->c, 2, argv, len);
-	for (i = 0; i < 4; i++) {
-		argv[0] = i == 0 || i == 2 ? "HGETALL" : "GET";
-		len[0] = strlen(argv[0]);
-		argv[1] = old[i];
-		len[1] = olen[i];
-		redisAppendCommandArgv(rs->c, 2, argv, len);
-	}
+	queue_read(rs, h, key, keylen, IN_ALL, watch);
 	redisAppendCommand(rs->c, "TIME");
-	n += 6;
 	bound_time(rs, decision);
-	for (i = 0; i < n; i++) {
-		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
-		    r == NULL) {
-			reply_err(rs, NULL, "reading a key");
-			ok = -1;
-			break; /* the connection is gone: no more replies */
-		}
+	if (take_read(rs, h, IN_ALL, watch, &ok) == -1 ||
+	    next_reply(rs, &r, "reading a key") == -1)
+		ok = -1;
+	else {
 		if (ok == 0 && bad_reply(rs, r, "reading a key"))
 			ok = -1;
-		else if (ok == 0) {
-			if (watch && i == 0)
-				rs->watched = 1;
-			else if (i == n - 1)
-				take_time(rs, r);
-			else
-				ok = take_reply(rs, h, r, i - watch);
-		}
+		else if (ok == 0)
+			take_time(rs, r);
 		freeReplyObject(r);
-		r = NULL;
 	}
-	for (i = 0; i < 4; i++)
-		free(old[i]);
 	if (ok == -1)
 		free_hash(h);
 	return ok;
@@ -988,8 +1047,9 @@ bytes_cmp(const char *a, size_t alen, const char *b, size_t blen)
 }
 
 struct name {
-	char *s;
-	size_t n;
+	const char *s;
+	uint32_t n;
+	uint32_t where; /* IN_HASH, IN_OLD(i): where it was found */
 };
 
 static int
@@ -1000,18 +1060,50 @@ cmp_name(const void *x, const void *y)
 	return bytes_cmp(a->s, a->n, b->s, b->n);
 }
 
+/*
+ * Names, their bytes kept in chunks that never move, so that listing
+ * 100,000 keys costs a few bytes more than their names, not a malloc
+ * each.
+ */
+#define CHUNK 65536
 struct names {
 	struct name *v;
 	size_t n, cap;
+	char **chunk;
+	size_t nchunk, used; /* bytes used of the last chunk */
 };
+
+static void
+add_name(struct names *ns, const char *s, size_t len, unsigned where)
+{
+	char *p;
+
+	if (ns->nchunk == 0 || ns->used + len > CHUNK) {
+		ns->chunk =
+		    xrealloc(ns->chunk, (ns->nchunk + 1) * sizeof(*ns->chunk));
+		ns->chunk[ns->nchunk++] = xmalloc(CHUNK);
+		ns->used = 0;
+	}
+	p = ns->chunk[ns->nchunk - 1] + ns->used;
+	memcpy(p, s, len);
+	ns->used += len;
+	if (ns->n == ns->cap) {
+		ns->cap = ns->cap ? ns->cap * 2 : 64;
+		ns->v = xrealloc(ns->v, ns->cap * sizeof(*ns->v));
+	}
+	ns->v[ns->n].s = p;
+	ns->v[ns->n].n = (uint32_t)len;
+	ns->v[ns->n++].where = where;
+}
 
 static void
 free_names(struct names *ns)
 {
 	size_t i;
 
-	for (i = 0; i < ns->n; i++)
-		free(ns->v[i].s);
+	for (i = 0; i < ns->nchunk; i++)
+		free(ns->chunk[i]);
+	free(ns->chunk);
 	free(ns->v);
 	memset(ns, 0, sizeof(*ns));
 }
@@ -1024,7 +1116,7 @@ free_names(struct names *ns)
  */
 static int
 scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
-    struct names *ns)
+    unsigned where, struct names *ns)
 {
 	char cursor[32] = "0", pattern[PREFIX_MAX * 2 + 8];
 	const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT",
@@ -1062,15 +1154,8 @@ scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
 			    e->len < plen + skip + drop + 1 ||
 			    e->len - plen - skip - drop > KEY_MAX)
 				continue;
-			if (ns->n == ns->cap) {
-				ns->cap = ns->cap ? ns->cap * 2 : 64;
-				ns->v =
-				    xrealloc(ns->v, ns->cap * sizeof(*ns->v));
-			}
-			ns->v[ns->n].s = cat3(e->str + plen + skip,
-			    e->len - plen - skip - drop, "", 0, "", 0,
-			    &ns->v[ns->n].n);
-			ns->n++;
+			add_name(ns, e->str + plen + skip,
+			    e->len - plen - skip - drop, where);
 		}
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
@@ -1085,16 +1170,16 @@ all_keys(struct rs *rs, struct names *ns)
 	size_t i, j;
 
 	memset(ns, 0, sizeof(*ns));
-	if (scan_keys(rs, "{*", 1, 1, ns) == -1)
+	if (scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
 		return -1;
 	for (i = 0; i < 4; i++)
-		if (scan_keys(rs, old[i], 2, 0, ns) == -1)
+		if (scan_keys(rs, old[i], 2, 0, IN_OLD(i), ns) == -1)
 			return -1;
 	if (ns->n > 1)
 		qsort(ns->v, ns->n, sizeof(*ns->v), cmp_name);
 	for (i = j = 0; i < ns->n; i++) {
 		if (j > 0 && cmp_name(&ns->v[j - 1], &ns->v[i]) == 0) {
-			free(ns->v[i].s);
+			ns->v[j - 1].where |= ns->v[i].where;
 			continue;
 		}
 		ns->v[j++] = ns->v[i];
@@ -1146,27 +1231,46 @@ scan_policies(struct rs *rs, store_scan_fn fn, void *arg)
 	v = xcalloc((size_t)h.n + 1, sizeof(*v));
 	for (i = 0; i < h.n; i++) {
 		v[i].s = h.f[i].name;
-		v[i].n = h.f[i].nlen;
+		v[i].n = (uint32_t)h.f[i].nlen;
+		v[i].where = (uint32_t)i; /* here: the field it names */
 	}
 	qsort(v, (size_t)h.n, sizeof(*v), cmp_name);
-	for (i = 0; i < h.n && ret == 0; i++) {
-		int j;
-
-		for (j = 0; j < h.n; j++)
-			if (h.f[j].name == v[i].s)
-				break;
-		ret = fn(arg, v[i].s, v[i].n, REC_POLICY, "", 0, h.f[j].val,
-		    h.f[j].vlen);
-	}
+	for (i = 0; i < h.n && ret == 0; i++)
+		ret = fn(arg, v[i].s, v[i].n, REC_POLICY, "", 0,
+		    h.f[v[i].where].val, h.f[v[i].where].vlen);
 	free(v);
 	free_hash(&h);
 	return ret;
 }
 
 /*
+ * Read the hashes of the n names of v, each from where it was found, into
+ * h[0..n), in one round trip (WATCHed if watch).  0, or -1 with every h
+ * freed.
+ */
+static int
+read_names(struct rs *rs, const struct name *v, size_t n, int watch,
+    struct khash *h)
+{
+	size_t i;
+	int ok = 0;
+
+	for (i = 0; i < n; i++)
+		queue_read(rs, &h[i], v[i].s, v[i].n, v[i].where, watch);
+	bound_time(rs, 0);
+	for (i = 0; i < n && ok == 0; i++)
+		if (take_read(rs, &h[i], v[i].where, watch, &ok) == -1)
+			ok = -1;
+	if (ok == -1)
+		for (i = 0; i < n; i++)
+			free_hash(&h[i]);
+	return ok;
+}
+
+/*
  * Every record of the kinds in mask, in key order: the keys are listed
- * (names only), then read a key at a time, so memory stays bounded by
- * the names, not the records.
+ * (names only), then read BATCH keys a round trip, so memory stays bounded
+ * by the names, not the records.
  */
 static int
 rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
@@ -1174,8 +1278,8 @@ rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 	struct rs *rs = p;
 	struct scan_each e = { fn, arg, NULL, 0 };
 	struct names ns;
-	struct khash h;
-	size_t i;
+	struct khash *h;
+	size_t i, j, m;
 	int ret = 0;
 
 	if (mask & REC_MASK(REC_POLICY))
@@ -1184,38 +1288,101 @@ rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 		free_names(&ns);
 		return -1;
 	}
-	for (i = 0; i < ns.n && ret == 0; i++) {
-		if (read_key(rs, ns.v[i].s, ns.v[i].n, 0, 0, &h) == -1) {
+	h = xcalloc(BATCH, sizeof(*h));
+	for (i = 0; i < ns.n && ret == 0; i += m) {
+		m = ns.n - i < BATCH ? ns.n - i : BATCH;
+		if (read_names(rs, ns.v + i, m, 0, h) == -1) {
 			ret = -1;
 			break;
 		}
-		e.key = ns.v[i].s;
-		e.keylen = ns.v[i].n;
-		ret = each_field(&h, mask, scan_one, &e);
-		free_hash(&h);
+		for (j = 0; j < m; j++) {
+			e.key = h[j].key;
+			e.keylen = h[j].keylen;
+			if (ret == 0)
+				ret = each_field(&h[j], mask, scan_one, &e);
+			free_hash(&h[j]);
+		}
 	}
+	free(h);
 	free_names(&ns);
 	return ret;
 }
 
 /*
+ * Drop from h the records of the kinds in mask whose expiry has passed,
+ * counting them by kind into dropped: the number dropped.
+ */
+static int
+drop_ended(struct khash *h, unsigned mask, int64_t now, int64_t *dropped)
+{
+	const char *id;
+	size_t idlen;
+	int j, kind, n = 0;
+
+	for (j = h->n - 1; j >= 0; j--) {
+		kind = field_kind(h->f[j].name, h->f[j].nlen, &id, &idlen);
+		if (kind != 0 && (mask & REC_MASK(kind)) &&
+		    record_expiry(kind, h->f[j].val, h->f[j].vlen) <= now) {
+			hash_del(h, j);
+			dropped[kind]++;
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * gc of one key that needs it: its ended records forgotten, and throttle
+ * 0.1's keys moved into P{KEY}, by a compare-and-set of its own, tried
+ * TRIES times.  0 or -1.
+ */
+static int
+tidy_key(struct rs *rs, const struct name *v, unsigned mask, int64_t now,
+    int64_t *counts)
+{
+	int64_t dropped[REC_KINDS];
+	struct khash h;
+	int tries, j, r = 0;
+
+	for (tries = 0; tries < TRIES; tries++) {
+		memset(dropped, 0, sizeof(dropped));
+		if (read_key(rs, v->s, v->n, 1, 0, &h) == -1)
+			return -1;
+		if (drop_ended(&h, mask, now, dropped) == 0 && !h.old) {
+			unwatch(rs);
+			free_hash(&h);
+			return 0;
+		}
+		h.touched = 1;
+		r = exec_writes(rs, &h, 1, now);
+		free_hash(&h);
+		if (r == 0)
+			for (j = 0; j < REC_KINDS; j++)
+				counts[j] += dropped[j];
+		if (r != 1)
+			return r;
+	}
+	return 0;
+}
+
+/*
  * gc: forget the records of the kinds in mask whose expiry has passed,
- * and move every key still in throttle 0.1's layout into P{KEY}: one
- * compare-and-set of its own for each key.  It must not run inside a
- * transaction that has read or written anything (its EXECs would drop
- * that transaction's WATCHes): gc calls it first.  Keys expire on their
- * own, so the tidying of single decisions (limit > 0) does nothing here.
+ * and move every key still in throttle 0.1's layout into P{KEY}.  The
+ * keys are read BATCH a round trip; only those with something to do get
+ * a compare-and-set of their own.  It must not run inside a transaction
+ * that has read or written anything (its EXECs would drop that
+ * transaction's WATCHes): gc calls it first.  Keys expire on their own,
+ * so the tidying of single decisions (limit > 0) does nothing here.
  */
 static int
 rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 {
 	struct rs *rs = p;
 	struct names ns;
-	struct khash h;
-	const char *id;
-	size_t i, idlen;
+	struct khash *h;
 	int64_t dropped[REC_KINDS];
-	int tries, j, kind, r = 0;
+	size_t i, j, m;
+	int r = 0;
 
 	if (limit > 0)
 		return 0;
@@ -1228,38 +1395,22 @@ rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 		free_names(&ns);
 		return -1;
 	}
-	for (i = 0; i < ns.n && r != -1; i++) {
-		for (tries = 0; tries < TRIES; tries++) {
-			memset(dropped, 0, sizeof(dropped));
-			if ((r = read_key(rs, ns.v[i].s, ns.v[i].n, 1, 0,
-				 &h)) == -1)
-				break;
-			for (j = h.n - 1; j >= 0; j--) {
-				kind = field_kind(h.f[j].name, h.f[j].nlen, &id,
-				    &idlen);
-				if (kind != 0 && (mask & REC_MASK(kind)) &&
-				    record_expiry(kind, h.f[j].val,
-					h.f[j].vlen) <= now) {
-					hash_del(&h, j);
-					dropped[kind]++;
-					h.touched = 1;
-				}
-			}
-			if (!h.touched && !h.old) {
-				unwatch(rs);
-				free_hash(&h);
-				break;
-			}
-			h.touched = 1;
-			r = exec_writes(rs, &h, 1, now);
-			free_hash(&h);
-			if (r == 0)
-				for (j = 0; j < REC_KINDS; j++)
-					counts[j] += dropped[j];
-			if (r != 1)
-				break;
+	h = xcalloc(BATCH, sizeof(*h));
+	for (i = 0; i < ns.n && r != -1; i += m) {
+		m = ns.n - i < BATCH ? ns.n - i : BATCH;
+		if ((r = read_names(rs, ns.v + i, m, 0, h)) == -1)
+			break;
+		for (j = 0; j < m; j++) {
+			/* a key with nothing to do is left alone */
+			if (r != -1 &&
+			    (h[j].old ||
+				drop_ended(&h[j], mask, now, dropped) > 0))
+				r = tidy_key(rs, &ns.v[i + j], mask, now,
+				    counts);
+			free_hash(&h[j]);
 		}
 	}
+	free(h);
 	free_names(&ns);
 	rs->has_time = 0;
 	return r == -1 ? -1 : 0;

@@ -303,3 +303,32 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s --lock-timeout 0.5s --on-error allow
 	[ "$status" -eq 0 ]
 }
+
+@test "redis: inspect and gc read keys many to a round trip, each key its own records" {
+	start_redis
+	# more keys than one round trip reads, each limit telling its key
+	for i in $(seq 600); do echo "consume k$i --limit $i/1h"; done | at 1000 batch >/dev/null
+	for i in $(seq 0 100 500); do
+		rcli hset "throttle:k:old$i" 0 "gcra 1 3600000000 1 0 3601000000 0 0 3601000000" >/dev/null
+	done
+	for i in $(seq 1 2 600); do echo "acquire k$i --concurrency 9 --ttl 1m"; done | at 1000 batch >/dev/null
+	at 1000 inspect --format json >out
+	# a line per limit and per lease
+	[ "$(wc -l <out)" = 906 ]
+	# every line's limit is its key's number; no record strayed
+	[ "$(sed -n 's/^{"key":"k\([0-9]*\)","algorithm":"gcra","limit":\([0-9]*\),.*/\1 \2/p' out |
+	    awk '$1 != $2' | wc -l)" = 0 ]
+	[ "$(sed -n 's/^{"key":"k\([0-9]*\)","algorithm":"gcra","limit":\([0-9]*\),.*/\1/p' out | wc -l)" = 600 ]
+	[ "$(grep -c '"key":"old' out)" = 6 ]
+	# the odd keys' leases ended at 1060, and every limit but those of
+	# k1, k2 and k3 is at rest by 2000: gc forgets those, and moves the
+	# 6 old keys into their hashes
+	run at 2000 gc --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"keys":597,"leases":300,"lockouts":0}' ]
+	[ "$(rcli exists 'throttle:{k10}' 'throttle:{k11}')" = 0 ]
+	[ "$(rcli exists throttle:k:old300)" = 0 ]
+	[ "$(rcli hexists 'throttle:{old300}' k0)" = 1 ]
+	[ "$(rcli hlen 'throttle:{k1}')" = 1 ]
+	[ "$(rcli hlen 'throttle:{k2}')" = 1 ]
+}
