@@ -27,6 +27,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +38,7 @@
 #define GROUP_US 5000
 #define GROUP_GAP_US 500
 #define GROUP_MAX 2000
+#define REMOTE_GROUP_MAX 500 /* a group read ahead, on a server (Redis) */
 #define WORDS_MAX 128
 #define READ_SIZE 65536
 #define LINE_MAX_BYTES ((size_t)1 << 20)
@@ -62,9 +64,27 @@ struct reply {
 	int rc;
 };
 
+/* A line read and not yet decided. */
+struct line {
+	char *text;
+	size_t len;
+	long lineno;
+	int toolong;
+};
+
+/*
+ * The group being decided: its lines, its answers and its messages, both
+ * held until its COMMIT (a store that checks at commit may make it decide
+ * the group again).
+ */
 struct group {
 	struct reply *a;
 	int n, cap;
+	struct line *l;
+	int nl, capl;
+	FILE *notes; /* messages for stderr */
+	char *notebuf;
+	size_t notelen;
 };
 
 static char *dup_bytes(const char *, size_t);
@@ -254,25 +274,42 @@ dup_bytes(const char *s, size_t len)
 	return d;
 }
 
+/* A message for stderr, written when the group's answers are. */
+static void
+note(struct group *, const char *, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+note(struct group *g, const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("throttle: ", g->notes);
+	va_start(ap, fmt);
+	vfprintf(g->notes, fmt, ap);
+	va_end(ap);
+	fputc('\n', g->notes);
+}
+
 /* Say on stderr what a request's answer says, as a command would. */
 static void
-tell(const struct ctx *c, const struct answer *ans, long lineno)
+tell(const struct ctx *c, struct group *g, const struct answer *ans,
+    long lineno)
 {
 	switch (ans->msg_kind) {
 	case MSG_NONE:
 		break;
 	case MSG_INFO:
 		if (!c->quiet)
-			log_msg("%s", ans->msg);
+			note(g, "%s", ans->msg);
 		break;
 	case MSG_NOTICE:
-		log_msg("%s", ans->msg);
+		note(g, "%s", ans->msg);
 		break;
 	case MSG_USAGE:
-		log_msg("batch: line %ld: %s", lineno, ans->msg);
+		note(g, "batch: line %ld: %s", lineno, ans->msg);
 		break;
 	case MSG_STATE:
-		log_msg("%s%s", ans->msg,
+		note(g, "%s%s", ans->msg,
 		    c->on_error == ON_ERROR_ALLOW ? "; allowing anyway "
 						    "(--on-error allow)"
 			: c->on_error == ON_ERROR_DENY
@@ -306,7 +343,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	if (n == 0)
 		return; /* a blank line or a comment */
 	if (n == -1) {
-		log_msg("batch: line %ld %s", lineno, err);
+		note(g, "batch: line %ld %s", lineno, err);
 		snprintf(msgbuf, sizeof(msgbuf), "the line %s", err);
 		reply_error(g, "", 0, msgbuf, EXIT_USAGE);
 		return;
@@ -324,7 +361,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		rc = -1;
 	}
 	if (rc == -1) {
-		log_msg("batch: line %ld: %s", lineno, a.err);
+		note(g, "batch: line %ld: %s", lineno, a.err);
 		reply_error(g, a.key ? a.key : "", a.key ? a.keylen : 0, a.err,
 		    EXIT_USAGE);
 		args_free(&a);
@@ -336,7 +373,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	answer_init(&ans);
 	if (cmd_prepare(&c, &a, &ans) == 0)
 		a.cmd->exec(&c, &a, &ans);
-	tell(&c, &ans, lineno);
+	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
 	if (ans.msg_kind == MSG_STATE) {
 		rc = ctx_map(&c, EXIT_STATE);
@@ -367,18 +404,37 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	args_free(&a);
 }
 
+/* Forget the group's answers and messages (to decide it again). */
+static void
+drop_replies(struct group *g)
+{
+	int i;
+
+	for (i = 0; i < g->n; i++) {
+		free(g->a[i].text);
+		free(g->a[i].key);
+	}
+	g->n = 0;
+	rewind(g->notes);
+}
+
 /*
- * Write the group's answers, once its COMMIT is done; if it failed
- * (committed is 0), every answer that touched the store becomes an error
- * line: none of those decisions was kept.  Sets *state_failed if an answer
- * says exit 3.  -1 if standard output cannot be written.
+ * Write the group's messages and answers, once its COMMIT is done; if it
+ * failed (committed is 0), every answer that touched the store becomes an
+ * error line: none of those decisions was kept.  Sets *state_failed if an
+ * answer says exit 3.  -1 if standard output cannot be written.
  */
 static int
 flush_group(const struct ctx *c, struct group *g, int committed,
     const char *msg, int *state_failed)
 {
+	long notes = ftell(g->notes);
 	int i, rc;
 
+	if (fflush(g->notes) == 0 && notes > 0)
+		fwrite(g->notebuf, 1, (size_t)notes, stderr);
+	if (!committed)
+		log_msg("%s; none of the last %d requests was kept", msg, g->n);
 	for (i = 0; i < g->n; i++) {
 		struct reply *a = &g->a[i];
 
@@ -391,10 +447,8 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		}
 		if (rc == EXIT_STATE)
 			*state_failed = 1;
-		free(a->text);
-		free(a->key);
 	}
-	g->n = 0;
+	drop_replies(g);
 	return fflush(stdout) == EOF ? -1 : 0;
 }
 
@@ -408,46 +462,177 @@ gap(void)
 
 /* Answer one line of the group: a request, or why it cannot be one. */
 static void
-one_line(struct ctx *c, struct reader *r, char *line, long lineno,
-    struct group *g, FILE *mem, char **membuf)
+one_line(struct ctx *c, const struct line *l, struct group *g, FILE *mem,
+    char **membuf)
 {
-	if (r->toolong) {
-		r->toolong = 0;
-		log_msg("batch: line %ld is longer than %zu bytes; it was "
-			"skipped",
-		    lineno, LINE_MAX_BYTES);
+	char *copy;
+
+	if (l->toolong) {
+		note(g,
+		    "batch: line %ld is longer than %zu bytes; it was skipped",
+		    l->lineno, LINE_MAX_BYTES);
 		reply_error(g, "", 0, "the line is too long", EXIT_USAGE);
-	} else if (memchr(line, '\0', r->linelen) != NULL) {
+	} else if (memchr(l->text, '\0', l->len) != NULL) {
 		/* it would read as the line cut short there */
-		log_msg("batch: line %ld holds a NUL byte; it was not decided",
-		    lineno);
+		note(g, "batch: line %ld holds a NUL byte; it was not decided",
+		    l->lineno);
 		reply_error(g, "", 0,
 		    "the line holds a NUL byte, which no request can; it was "
 		    "not decided",
 		    EXIT_USAGE);
-	} else
-		request(c, line, lineno, g, mem, membuf);
+	} else {
+		/* parsing cuts the line into words: the group may be
+		 * decided again */
+		copy = dup_bytes(l->text, l->len);
+		request(c, copy, l->lineno, g, mem, membuf);
+		free(copy);
+	}
+}
+
+/* Is the line just read blank (no answer, no transaction)? */
+static int
+blank(const struct reader *r, const char *line)
+{
+	return !r->toolong && line[strspn(line, " \t\r")] == '\0' &&
+	    memchr(line, '\0', r->linelen) == NULL;
+}
+
+/* Keep a line read for the group. */
+static void
+add_line(struct group *g, struct reader *r, const char *text, long lineno)
+{
+	struct line *l;
+
+	if (g->nl == g->capl) {
+		g->capl = g->capl ? g->capl * 2 : 64;
+		g->l = realloc(g->l, (size_t)g->capl * sizeof(*g->l));
+		if (g->l == NULL) {
+			log_msg("batch: out of memory");
+			exit(EXIT_STATE);
+		}
+	}
+	l = &g->l[g->nl++];
+	l->len = r->toolong ? 0 : r->linelen;
+	l->text = dup_bytes(text, l->len);
+	l->lineno = lineno;
+	l->toolong = r->toolong;
+	r->toolong = 0;
+}
+
+/* Forget the first n lines of the group: they were answered. */
+static void
+drop_lines(struct group *g, int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		free(g->l[i].text);
+	memmove(g->l, g->l + n, (size_t)(g->nl - n) * sizeof(*g->l));
+	g->nl -= n;
 }
 
 /*
- * Decide the lines already read, starting with line, in the group's one
- * transaction: until none is waiting, or the group is full (GROUP_MAX
- * requests or GROUP_US).  Nonzero if it was full.
+ * For a store that reads keys faster together (Redis), read the keys of
+ * the group's first max requests ahead, in one round trip.  Lines that are not
+ * requests are left to be answered as they are.
+ */
+static void
+prefetch(struct store *st, struct group *g, int max)
+{
+	char **keys, *words[WORDS_MAX + 2], *copy;
+	size_t *lens;
+	struct args a;
+	const char *err;
+	int i, n = 0, w;
+
+	if (!store_can_prefetch(st))
+		return;
+	keys = xcalloc((size_t)g->nl + 1, sizeof(*keys));
+	lens = xcalloc((size_t)g->nl + 1, sizeof(*lens));
+	for (i = 0; i < g->nl && i < max; i++) {
+		if (g->l[i].toolong ||
+		    memchr(g->l[i].text, '\0', g->l[i].len) != NULL)
+			continue;
+		copy = dup_bytes(g->l[i].text, g->l[i].len);
+		w = parse_words(copy, words + 1, WORDS_MAX, &err);
+		args_init(&a);
+		words[0] = (char *)"throttle";
+		if (w > 0) {
+			words[w + 1] = NULL;
+			if (args_parse(w + 1, words, cmd_table, &a) ==
+				PARSE_RUN &&
+			    a.key != NULL) {
+				keys[n] = dup_bytes(a.key, a.keylen);
+				lens[n++] = a.keylen;
+			}
+		}
+		args_free(&a);
+		free(copy);
+	}
+	store_prefetch(st, keys, lens, n);
+	for (i = 0; i < n; i++)
+		free(keys[i]);
+	free(keys);
+	free(lens);
+}
+
+/*
+ * Decide the group's lines in one transaction, from the first: until
+ * none is left, or the group is full (GROUP_MAX requests, or GROUP_US
+ * holding the lock), then write their answers and forget them.  A store
+ * that lost a race at commit has the same lines decided again.  1 if the
+ * group was full, 0 if not, -1 if standard output failed.
  */
 static int
-decide_group(struct ctx *c, struct reader *r, char *line, long *lineno,
-    struct group *g, FILE *mem, char **membuf)
+decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
+    char **membuf, int *state_failed)
 {
-	int64_t start = clock_monotonic();
-	int n = 0, full;
+	char err[STORE_ERR_MAX];
+	const char *cerr;
+	int64_t start, now;
+	/* a store that reads ahead holds no lock: no time bound, no gap */
+	int remote = store_can_prefetch(st);
+	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, n, r, full;
 
 	for (;;) {
-		one_line(c, r, line, *lineno, g, mem, membuf);
-		n++;
-		full = n >= GROUP_MAX || clock_monotonic() - start >= GROUP_US;
-		if (full || !pending(r) ||
-		    (line = next_line(r, 0, lineno)) == NULL)
-			return full;
+		if (store_group_begin(st) == -1) {
+			/* the lock or the file: answer the first line, go on */
+			snprintf(err, sizeof(err), "%s", store_error(st));
+			log_msg("%s", err);
+			reply_error(g, "", 0, err, ctx_map(c, EXIT_STATE));
+			drop_lines(g, 1);
+			return flush_group(c, g, 1, NULL, state_failed);
+		}
+		prefetch(st, g, max);
+		rewind(mem);
+		start = clock_monotonic();
+		n = 0;
+		do
+			one_line(c, &g->l[n++], g, mem, membuf);
+		while (n < g->nl && n < max &&
+		    (remote || clock_monotonic() - start < GROUP_US));
+		full = !remote && (n < g->nl || n >= max);
+		/* what single decisions do one write in TIDY_EVERY, a group
+		 * does once: forget rows at rest, so the file stays bounded */
+		r = clock_now(&now, &cerr) == 0 &&
+			store_tidy(st, now, TIDY_ROWS) == -1
+		    ? -1
+		    : 0;
+		if (r == -1)
+			store_group_end(st, 0);
+		else
+			r = store_group_end(st, 1);
+		if (r == STORE_RETRY) {
+			drop_replies(g);
+			continue;
+		}
+		drop_lines(g, n);
+		if (r == -1) {
+			snprintf(err, sizeof(err), "%s", store_error(st));
+			r = flush_group(c, g, 0, err, state_failed);
+		} else
+			r = flush_group(c, g, 1, NULL, state_failed);
+		return r == -1 ? -1 : full;
 	}
 }
 
@@ -457,13 +642,11 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	struct reader r = { 0 };
 	struct group g = { 0 };
 	struct store *st;
-	char err[STORE_ERR_MAX], *line, *membuf = NULL;
+	char *line, *membuf = NULL;
 	size_t memlen = 0;
 	FILE *mem;
 	long lineno = 0;
-	int64_t now;
-	const char *cerr;
-	int full, failed, state_failed = 0;
+	int full, state_failed = 0;
 
 	(void)a;
 	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
@@ -473,40 +656,30 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if ((st = ctx_store(c, ans)) == NULL)
 		return;
-	if ((mem = open_memstream(&membuf, &memlen)) == NULL) {
+	if ((mem = open_memstream(&membuf, &memlen)) == NULL ||
+	    (g.notes = open_memstream(&g.notebuf, &g.notelen)) == NULL) {
 		log_msg("batch: out of memory");
 		ans->rc = EXIT_STATE;
 		return;
 	}
 	c->batch = 1; /* its requests share the store */
-	while ((line = next_line(&r, 1, &lineno)) != NULL) {
-		if (!r.toolong && line[strspn(line, " \t\r")] == '\0' &&
-		    memchr(line, '\0', r.linelen) == NULL)
-			continue; /* blank: no answer, no transaction */
-		if (store_group_begin(st) == -1) {
-			/* the lock or the file: answer this line, go on */
-			snprintf(err, sizeof(err), "%s", store_error(st));
-			log_msg("%s", err);
-			reply_error(&g, "", 0, err, ctx_map(c, EXIT_STATE));
-			if (flush_group(c, &g, 1, NULL, &state_failed) == -1)
+	for (;;) {
+		/* a line (waiting for one if none is left), then those
+		 * already waiting; a blank one gets no answer */
+		if (g.nl == 0) {
+			if ((line = next_line(&r, 1, &lineno)) == NULL)
 				break;
-			continue;
+			if (!blank(&r, line))
+				add_line(&g, &r, line, lineno);
 		}
-		rewind(mem);
-		full = decide_group(c, &r, line, &lineno, &g, mem, &membuf);
-		/* what single decisions do one write in TIDY_EVERY, a group
-		 * does once: forget rows at rest, so the file stays bounded */
-		failed = clock_now(&now, &cerr) == 0 &&
-		    store_tidy(st, now, TIDY_ROWS) == -1;
-		if (failed)
-			store_group_end(st, 0);
-		if (failed || store_group_end(st, 1) == -1) {
-			snprintf(err, sizeof(err), "%s", store_error(st));
-			log_msg("%s; none of the last %d requests was kept",
-			    err, g.n);
-			if (flush_group(c, &g, 0, err, &state_failed) == -1)
-				break;
-		} else if (flush_group(c, &g, 1, NULL, &state_failed) == -1)
+		while (g.nl < GROUP_MAX && pending(&r) &&
+		    (line = next_line(&r, 0, &lineno)) != NULL)
+			if (!blank(&r, line))
+				add_line(&g, &r, line, lineno);
+		if (g.nl == 0)
+			continue;
+		full = decide_group(c, st, &g, mem, &membuf, &state_failed);
+		if (full == -1)
 			break;
 		if (full)
 			gap(); /* let a waiting process have the lock */
@@ -516,9 +689,13 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	ans->rc = state_failed ? EXIT_STATE : EXIT_ALLOWED;
 	c->batch = 0; /* the driver closes the store */
 	fclose(mem);
+	fclose(g.notes);
 	free(membuf);
+	free(g.notebuf);
 	free(r.buf);
 	free(g.a);
+	drop_lines(&g, g.nl);
+	free(g.l);
 }
 
 const struct cmd_entry cmd_batch_entry = {

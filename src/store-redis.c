@@ -91,6 +91,10 @@ struct rs {
 	int unavailable; /* the last error: the server out of reach */
 	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
+	int group; /* in a group (batch): one transaction for many requests */
+	int broken; /* a request of the group failed after it wrote */
+	int req_writes; /* writes by the group's current request */
+	int retries; /* this decision's lost races, for the backoff */
 };
 
 static void
@@ -443,8 +447,12 @@ where_key(const struct rs *rs, const struct khash *h, int i, size_t *len)
 
 /*
  * Start h as key's hash and queue the reads of the places in where (one
- * command each), WATCHed first if watch; the replies are taken by
- * take_read().
+ * command each), the hash WATCHed first if watch; the replies are taken
+ * by take_read().  Only the hash is watched: every write of a key
+ * rewrites its hash (and deletes its old keys in the same EXEC), so the
+ * hash changes whenever the key does, and a WATCH costs the server a
+ * search of what the connection watches already (a group of 2,000 keys
+ * watched in both layouts spent a second in WATCH).
  */
 static void
 queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
@@ -460,6 +468,10 @@ queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
 	h->rkey = hash_key(rs, key, keylen, &h->rlen);
 	argv[0] = "WATCH";
 	len[0] = 5;
+	argv[1] = h->rkey;
+	len[1] = h->rlen;
+	if (watch)
+		redisAppendCommandArgv(rs->c, 2, argv, len);
 	for (i = 0; i < 5; i++) {
 		k[i] = NULL;
 		if (where & (1u << i)) {
@@ -467,8 +479,6 @@ queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
 			argv[n++] = k[i];
 		}
 	}
-	if (watch)
-		redisAppendCommandArgv(rs->c, n, argv, len);
 	for (i = 0, n = 1; i < 5; i++) {
 		if (k[i] == NULL)
 			continue;
@@ -573,7 +583,8 @@ load(struct rs *rs, const char *key, size_t keylen)
 		rs->caph = rs->caph ? rs->caph * 2 : 4;
 		rs->h = xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
 	}
-	if (read_key(rs, key, keylen, rs->write, 1, &rs->h[rs->nh]) == -1)
+	if (read_key(rs, key, keylen, rs->write || rs->group, 1,
+		&rs->h[rs->nh]) == -1)
 		return NULL;
 	if (rs->h[rs->nh].old && rs->write)
 		rs->h[rs->nh].touched = 1; /* moved into P{KEY} at commit */
@@ -710,12 +721,14 @@ rs_put(void *p, const char *key, size_t keylen, int kind, const char *id,
 		l[1] = klen;
 		queue(rs, 4, argv, l);
 		free(k);
+		rs->req_writes++;
 		return 0;
 	}
 	if (idlen > LEASE_ID_LEN || (h = load(rs, key, keylen)) == NULL)
 		return -1;
 	hash_set(h, name, field_name(kind, id, idlen, name), data, len);
 	h->touched = 1;
+	rs->req_writes++;
 	return 0;
 }
 
@@ -748,8 +761,10 @@ rs_del(void *p, const char *key, size_t keylen, unsigned mask, const char *id,
 				freeReplyObject(r);
 				argv[0] = "HDEL";
 				len[0] = 4;
-				if (found)
+				if (found) {
 					queue(rs, 3, argv, len);
+					rs->req_writes++;
+				}
 			} else
 				found = -1;
 		} else
@@ -768,6 +783,7 @@ rs_del(void *p, const char *key, size_t keylen, unsigned mask, const char *id,
 		hash_del(h, i);
 		h->touched = 1;
 		found = 1;
+		rs->req_writes++;
 	}
 	return found;
 }
@@ -926,8 +942,38 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 static int rs_now(void *, int64_t *);
 
 /*
+ * After a lost race, wait a while before the next try: a random time up to
+ * 100 us doubled with each try, at most 10 ms (and within --lock-timeout),
+ * so that 32 hosts retrying on one key spread out instead of colliding
+ * again in step.
+ */
+static void
+backoff(struct rs *rs)
+{
+	int64_t cap = 100 << (rs->retries < 7 ? rs->retries : 7), nap;
+	int64_t left = rs->deadline - clock_monotonic();
+
+	rs->retries++;
+	nap = (int64_t)(host_random() % (uint64_t)cap) + 1;
+	if (nap > left)
+		nap = left > 0 ? left : 0;
+	if (nap > 0)
+		clock_sleep(nap);
+}
+
+/* The decision is over: its --lock-timeout starts again with the next. */
+static void
+done(struct rs *rs)
+{
+	rs->first_try = 0;
+	rs->retries = 0;
+}
+
+/*
  * Commit: 0 done, STORE_RETRY if a watched key changed (run the
- * transaction again), -1 error (or the race lost for --lock-timeout).
+ * transaction again, after a backoff), -1 error (or the race lost for
+ * --lock-timeout).  In a group, a request's writes wait for the group's
+ * end.
  */
 static int
 rs_commit(void *p)
@@ -937,23 +983,25 @@ rs_commit(void *p)
 	char t[32];
 	int i, any = rs->nq > 0, r;
 
+	if (rs->group)
+		return 0;
 	for (i = 0; i < rs->nh; i++)
 		any |= rs->h[i].touched;
 	if (!any) {
 		unwatch(rs);
 		forget(rs);
-		rs->first_try = 0;
+		done(rs);
 		return 0;
 	}
 	if (rs_now(rs, &now) == -1) {
 		forget(rs);
-		rs->first_try = 0;
+		done(rs);
 		return -1;
 	}
 	r = exec_writes(rs, rs->h, rs->nh, now);
 	forget(rs);
 	if (r == -1) {
-		rs->first_try = 0;
+		done(rs);
 		return -1;
 	}
 	if (r == 1) {
@@ -964,12 +1012,13 @@ rs_commit(void *p)
 			    "(--lock-timeout); try again",
 			    t);
 			rs->unavailable = 1; /* contention, as a timeout */
-			rs->first_try = 0;
+			done(rs);
 			return -1;
 		}
+		backoff(rs);
 		return STORE_RETRY;
 	}
-	rs->first_try = 0;
+	done(rs);
 	return 0;
 }
 
@@ -978,10 +1027,17 @@ rs_rollback(void *p)
 {
 	struct rs *rs = p;
 
+	if (rs->group) {
+		/* a request that wrote cannot be undone alone: its group is
+		 * lost; one that wrote nothing fails alone */
+		if (rs->req_writes > 0)
+			rs->broken = 1;
+		return;
+	}
 	if (rs->c != NULL && !rs->c->err)
 		unwatch(rs);
 	forget(rs);
-	rs->first_try = 0;
+	done(rs);
 }
 
 static int
@@ -989,14 +1045,103 @@ rs_begin(void *p, int write)
 {
 	struct rs *rs = p;
 
+	rs->req_writes = 0;
+	rs->unavailable = 0;
+	if (rs->group)
+		return 0; /* what the group read stays read */
 	forget(rs);
 	rs->write = write;
-	rs->unavailable = 0;
 	if (rs->first_try == 0) {
 		rs->first_try = clock_monotonic();
 		rs->deadline = rs->first_try + rs->lock_timeout;
 	}
 	return 0;
+}
+
+/*
+ * A group (throttle batch) is one optimistic transaction: every key its
+ * requests read is WATCHed (the batch reads them all ahead, in one round
+ * trip: rs_prefetch()), every request decides on what the group read and
+ * wrote before it, and the group's writes go as one MULTI ... EXEC at its
+ * end.  If a watched key changed meanwhile, the end says STORE_RETRY and
+ * the batch decides the group again.
+ */
+static int
+rs_group_begin(void *p)
+{
+	struct rs *rs = p;
+
+	if (rs_begin(rs, 1) == -1)
+		return -1;
+	rs->group = 1;
+	rs->broken = 0;
+	return 0;
+}
+
+static int
+rs_group_end(void *p, int commit)
+{
+	struct rs *rs = p;
+	int broken = rs->broken;
+
+	rs->group = rs->broken = 0;
+	if (!commit || broken) {
+		rs_rollback(rs);
+		return broken ? -1 : 0;
+	}
+	return rs_commit(rs);
+}
+
+/*
+ * Read, in one round trip, the keys of a group's requests that it has not
+ * read yet (WATCHed, with the server's TIME): each request then decides
+ * without a round trip of its own.  0 or -1.
+ */
+static int
+rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
+{
+	struct rs *rs = p;
+	redisReply *r;
+	int i, j, first = rs->nh, ok = 0;
+
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < rs->nh; j++)
+			if (rs->h[j].keylen == lens[i] &&
+			    memcmp(rs->h[j].key, keys[i], lens[i]) == 0)
+				break;
+		if (j < rs->nh)
+			continue;
+		if (rs->nh == rs->caph) {
+			rs->caph = rs->caph ? rs->caph * 2 : 4;
+			rs->h = xrealloc(rs->h,
+			    (size_t)rs->caph * sizeof(*rs->h));
+		}
+		queue_read(rs, &rs->h[rs->nh++], keys[i], lens[i], IN_ALL, 1);
+	}
+	if (rs->nh == first)
+		return 0;
+	redisAppendCommand(rs->c, "TIME");
+	bound_time(rs, 1);
+	for (i = first; i < rs->nh && ok == 0; i++)
+		if (take_read(rs, &rs->h[i], IN_ALL, 1, &ok) == -1)
+			ok = -1;
+	if (ok == 0 && next_reply(rs, &r, "reading a key") == 0) {
+		if (bad_reply(rs, r, "reading a key"))
+			ok = -1;
+		else
+			take_time(rs, r);
+		freeReplyObject(r);
+	} else
+		ok = -1;
+	for (i = first; i < rs->nh; i++) {
+		if (ok == -1)
+			free_hash(&rs->h[i]); /* each request reads its own */
+		else if (rs->h[i].old)
+			rs->h[i].touched = 1; /* moved into P{KEY} at commit */
+	}
+	if (ok == -1)
+		rs->nh = first;
+	return ok;
 }
 
 /* The server's time (or THROTTLE_NOW's), in microseconds. */
@@ -1416,22 +1561,6 @@ rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	return r == -1 ? -1 : 0;
 }
 
-/* A group (batch) is one transaction per request here: nothing to do. */
-static int
-rs_group_begin(void *p)
-{
-	(void)p;
-	return 0;
-}
-
-static int
-rs_group_end(void *p, int commit)
-{
-	(void)p;
-	(void)commit;
-	return 0;
-}
-
 /* A %XX-decoded copy of n bytes of s into buf (len > n); -1 if bad. */
 static int
 unescape(const char *s, size_t n, char *buf, size_t len)
@@ -1806,6 +1935,7 @@ const struct store_ops store_redis_ops = {
 	.rollback = rs_rollback,
 	.group_begin = rs_group_begin,
 	.group_end = rs_group_end,
+	.prefetch = rs_prefetch,
 	.get = rs_get,
 	.put = rs_put,
 	.del = rs_del,

@@ -266,12 +266,34 @@ store_group_begin(struct store *st)
 	return st->ops->group_begin(st->impl);
 }
 
-/* Commit (commit nonzero) or roll back the group: 0 or -1. */
+/*
+ * Commit (commit nonzero) or roll back the group: 0, -1, or STORE_RETRY
+ * (a store that checks at commit lost a race: decide the group again).
+ */
 int
 store_group_end(struct store *st, int commit)
 {
 	forget(st);
 	return st->ops->group_end(st->impl, commit);
+}
+
+/* Nonzero if the store reads a group's keys faster all at once. */
+int
+store_can_prefetch(const struct store *st)
+{
+	return st->ops->prefetch != NULL;
+}
+
+/*
+ * In a group, read the n keys its requests will read, all at once: an
+ * optimisation only (a key a request reads is read then if not before).
+ */
+int
+store_prefetch(struct store *st, char *const *keys, const size_t *lens, int n)
+{
+	return st->ops->prefetch != NULL
+	    ? st->ops->prefetch(st->impl, keys, lens, n)
+	    : 0;
 }
 
 /* The store's clock (a Redis server's TIME): 0, or -1 if it has none. */

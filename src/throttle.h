@@ -684,7 +684,10 @@ struct store_ops {
 	int (*commit)(void *);
 	void (*rollback)(void *);
 	int (*group_begin)(void *);
+	/* 0, -1, or STORE_RETRY: decide the group again */
 	int (*group_end)(void *, int);
+	/* read ahead the keys a group's requests will read, or NULL */
+	int (*prefetch)(void *, char *const *, const size_t *, int);
 	/* the key's records of the kinds in mask, in kind and id order */
 	int (
 	    *get)(void *, const char *, size_t, unsigned, store_rec_fn, void *);
@@ -717,6 +720,8 @@ int store_has_clock(const struct store *);
 int store_begin(struct store *, int);
 int store_group_begin(struct store *);
 int store_group_end(struct store *, int);
+int store_prefetch(struct store *, char *const *, const size_t *, int);
+int store_can_prefetch(const struct store *);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);
 int store_lockout_get(struct store *, const char *, size_t, struct lockout *);
