@@ -1113,8 +1113,8 @@ rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 			continue;
 		if (rs->nh == rs->caph) {
 			rs->caph = rs->caph ? rs->caph * 2 : 4;
-			rs->h = xrealloc(rs->h,
-			    (size_t)rs->caph * sizeof(*rs->h));
+			rs->h =
+			    xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
 		}
 		queue_read(rs, &rs->h[rs->nh++], keys[i], lens[i], IN_ALL, 1);
 	}
