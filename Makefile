@@ -281,16 +281,13 @@ uninstall:
 
 # Benchmarks, on demand only (bench/run says what they measure):
 # make bench, or make bench BENCH_ARGS=--write for bench/results.md.
-BENCH_BINS =	bench/floor bench/floor-shared bench/throttle-shared
+BENCH_BINS =	bench/floor bench/pair bench/contend
 bench/floor: bench/floor.c
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ bench/floor.c \
-	    $(LIBS_ALL)
-bench/floor-shared: bench/floor.c
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ bench/floor.c \
-	    -lsqlite3
-bench/throttle-shared: $(OBJS)
-	$(CC) $(LDFLAGS) -o $@ $(OBJS) -lsqlite3 $(REDIS_LIBS) $(LIBS)
-bench: throttle $(BENCH_BINS)
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) $(STATIC_LDFLAGS) -o $@ \
+	    bench/floor.c $(LIBS_ALL)
+bench/pair bench/contend: bench/pair.c bench/contend.c
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -o $@ $@.c
+bench: throttle build/throttle-dynamic $(BENCH_BINS)
 	bash bench/run $(BENCH_ARGS)
 
 clean:

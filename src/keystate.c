@@ -11,6 +11,7 @@
  *	3. The binding limit, which the answer names, is the one with the
  *	   longest wait, then the fewest units left.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +21,18 @@
 void
 keystate_init(struct keywork *k, const char *key, size_t keylen)
 {
-	memset(k, 0, sizeof(*k));
+	int i;
+
+	/* all but each limit's copy of the key (1 KiB, set as it is read):
+	 * a batch starts one of these per request */
+	memset(k, 0, offsetof(struct keywork, w));
+	for (i = 0; i < LIMITS_MAX; i++) {
+		memset((char *)&k->w[i] + offsetof(struct work, rec.keylen), 0,
+		    sizeof(k->w[i]) - offsetof(struct work, rec.keylen));
+		k->w[i].rec.key[0] = '\0';
+	}
+	memset((char *)k + offsetof(struct keywork, d), 0,
+	    sizeof(*k) - offsetof(struct keywork, d));
 	k->key = key;
 	k->keylen = keylen;
 }

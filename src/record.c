@@ -79,22 +79,50 @@ record_limit_size(const struct keyrec *rec)
 	return 32 + 21 * 10 + 1 + slots_encoded_max(rec->state.nslots);
 }
 
+/*
+ * v in decimal into buf, which has room for 21 bytes; its length.  (Not
+ * printf: a batch writes these by the million.)
+ */
+size_t
+record_int(char *buf, int64_t v)
+{
+	char t[24];
+	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
+	size_t n = 0, i = 0;
+
+	do {
+		t[n++] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u != 0);
+	if (v < 0)
+		buf[i++] = '-';
+	while (n > 0)
+		buf[i++] = t[--n];
+	buf[i] = '\0';
+	return i;
+}
+
 /* Encode a limit's record into buf (record_limit_size() bytes); its length. */
 size_t
 record_limit_encode(const struct keyrec *rec, char *buf)
 {
-	size_t n;
-	int i;
+	int64_t v[4 + STATE_FIELDS + 2];
+	size_t n = strlen(rec->limit.algo->name);
+	int i, k = 0;
 
-	n = (size_t)sprintf(buf, "%s %lld %lld %lld %lld",
-	    rec->limit.algo->name, (long long)rec->limit.count,
-	    (long long)rec->limit.period, (long long)rec->limit.burst,
-	    (long long)rec->limit.granularity);
+	memcpy(buf, rec->limit.algo->name, n);
+	v[k++] = rec->limit.count;
+	v[k++] = rec->limit.period;
+	v[k++] = rec->limit.burst;
+	v[k++] = rec->limit.granularity;
 	for (i = 0; i < STATE_FIELDS; i++)
-		n += (size_t)sprintf(buf + n, " %lld",
-		    (long long)rec->state.v[i]);
-	n += (size_t)sprintf(buf + n, " %lld %lld", (long long)rec->rest_at,
-	    (long long)rec->written_at);
+		v[k++] = rec->state.v[i];
+	v[k++] = rec->rest_at;
+	v[k++] = rec->written_at;
+	for (i = 0; i < k; i++) {
+		buf[n++] = ' ';
+		n += record_int(buf + n, v[i]);
+	}
 	if (rec->state.nslots > 0) {
 		buf[n++] = '\n';
 		n += slots_encode(rec->state.slots, rec->state.nslots,

@@ -643,6 +643,7 @@ enum rec_kind {
 #define RECORD_FOREVER INT64_MAX /* a record's expiry: never */
 #define RECORD_LEASE_MAX (10 * 24 + BOOT_ID_MAX + HOST_MAX)
 size_t record_limit_size(const struct keyrec *);
+size_t record_int(char *, int64_t);
 size_t record_limit_encode(const struct keyrec *, char *);
 int record_limit_decode(const char *, size_t, struct keyrec *,
     const unsigned char **, size_t *);
