@@ -127,7 +127,7 @@ static const struct option_def {
 	{ OPT_RESERVE, "reserve", 0, "R", CMDOPT_CONCURRENCY,
 	    "slots kept for critical work: a count or a percentage",
 	    set_reserve, NONE, AT(has_reserve), 0, 0 },
-	{ OPT_OWNER, "owner", 0, "PID", CMDOPT_CONCURRENCY,
+	{ OPT_OWNER, "owner", 0, "PID", CMDOPT_OWNER,
 	    "the lease ends when this process on this host is gone", set_owner,
 	    AT(owner), AT(has_owner), 1, INT32_MAX },
 	{ OPT_TTL, "ttl", 0, "DURATION", CMDOPT_TTL,
@@ -139,7 +139,7 @@ static const struct option_def {
 	{ OPT_LEASE, "lease", 0, "ID", CMDOPT_LEASE,
 	    "the lease to release or renew", set_lease, AT(lease), NONE, 0, 0 },
 	{ OPT_UTILIZATION, "utilization", 0, "U", CMDOPT_SHED,
-	    "shed: how busy the workers are, 0 to 1, or auto", set_utilization,
+	    "shed: how busy the workers are: a fraction (above 1: overloaded), or auto", set_utilization,
 	    AT(utilization), AT(has_utilization), 0, 0 },
 	{ OPT_SEED, "seed", 0, "N", CMDOPT_SHED,
 	    "shed: make the random draw reproducible", set_seed, AT(seed),
@@ -689,6 +689,15 @@ take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
 		    c->operand_is_key ? "the key is missing"
 				      : "an argument is missing",
 		    c->name, c->args);
+	if (sc->nops - 1 > c->max_args && sc->nbefore >= 0 &&
+	    sc->nbefore <= 1 + c->max_args &&
+	    sc->ops[1 + c->max_args][0] == '-')
+		/* consume -- -dash --limit 5/1m: "--" made --limit a word */
+		return usage_error(a,
+		    "%s: '%s' comes after '--', which ends the options: "
+		    "everything after it is an operand; give the options "
+		    "before '--', as in throttle %s [options] -- -KEY",
+		    c->name, sc->ops[1 + c->max_args], c->name);
 	if (sc->nops - 1 > c->max_args)
 		return usage_error(a,
 		    "%s: '%s' is one argument too many (quote a key with "

@@ -332,7 +332,6 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 {
 	char *words[WORDS_MAX + 2], msgbuf[1100];
 	const char *err, *why;
-	struct record *r;
 	struct args a;
 	struct ctx c;
 	struct answer ans;
@@ -375,16 +374,8 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		a.cmd->exec(&c, &a, &ans);
 	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
-	if (ans.msg_kind == MSG_STATE) {
-		rc = ctx_map(&c, EXIT_STATE);
-		if (c.on_error != ON_ERROR_FAIL && ans.nrec == 0) {
-			r = answer_record(&ans, TEXT_NONE);
-			rec_str(&ans, r, "key", a.key ? a.key : "", a.keylen,
-			    0);
-			rec_bool(r, "allowed", rc == EXIT_ALLOWED, 0);
-			rec_str(&ans, r, "error", ans.msg, strlen(ans.msg), 0);
-		}
-	}
+	if (ans.msg_kind == MSG_STATE)
+		rc = ctx_fail_answer(&c, a.key, a.keylen, &ans);
 	if (ans.nrec == 0)
 		reply_error(g, a.key ? a.key : "", a.keylen,
 		    ans.msg_kind != MSG_NONE ? ans.msg : NULL, rc);

@@ -70,8 +70,18 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	keystate_init(&k, a->key, a->keylen);
-	if (txn_run(c, 1, give_body, &g, ans) == 0 && k.n > 0)
-		keystate_record(ans, &k, 1, a->cost);
+	if (txn_run(c, 1, give_body, &g, ans) == 0) {
+		if (k.n > 0)
+			keystate_record(ans, &k, 1, a->cost);
+		else {
+			/* no state: already full, nothing given back; json
+			 * and shell still get an answer to read */
+			struct record *r = answer_record(ans, TEXT_NONE);
+
+			rec_str(ans, r, "key", a->key, a->keylen, 0);
+			rec_int(r, "released", 0, 0);
+		}
+	}
 	keystate_free(&k);
 }
 

@@ -110,20 +110,12 @@ help(const struct args *a)
 static int
 finish(const struct ctx *c, const struct args *a, struct answer *ans)
 {
-	struct record *r;
 	int rc = ans->rc;
 
-	if (ans->msg_kind == MSG_STATE) {
-		rc = ctx_map(c, EXIT_STATE);
-		if (c->on_error != ON_ERROR_FAIL && c->format != FORMAT_TEXT &&
-		    ans->nrec == 0) {
-			r = answer_record(ans, TEXT_NONE);
-			rec_str(ans, r, "key", a->key ? a->key : "", a->keylen,
-			    0);
-			rec_bool(r, "allowed", rc == EXIT_ALLOWED, 0);
-			rec_str(ans, r, "error", ans->msg, strlen(ans->msg), 0);
-		}
-	}
+	if (ans->msg_kind == MSG_STATE)
+		rc = c->format == FORMAT_TEXT
+		    ? ctx_map(c, EXIT_STATE)
+		    : ctx_fail_answer(c, a->key, a->keylen, ans);
 	output_answer(c, ans);
 	return rc;
 }

@@ -145,6 +145,34 @@ ctx_may_fail_open(const struct ctx *c)
 				: c->open_unavailable;
 }
 
+/*
+ * A store error mapped by --on-error: the exit status (ctx_map()), and,
+ * if the answer has no record, one for a script reading json or shell:
+ * key, allowed, error, and remaining 0 with retry_after 0 (allow) or 1s
+ * (deny: try again in a moment), so a script that reads them always has
+ * them.
+ */
+int
+ctx_fail_answer(const struct ctx *c, const char *key, size_t keylen,
+    struct answer *ans)
+{
+	struct record *r;
+	int rc = ctx_map(c, EXIT_STATE);
+
+	if (c->on_error == ON_ERROR_FAIL || ans->nrec > 0)
+		return rc;
+	r = answer_record(ans, TEXT_NONE);
+	rec_str(ans, r, "key", key != NULL ? key : "", keylen, 0);
+	rec_bool(r, "allowed", rc == EXIT_ALLOWED, 0);
+	if (rc != EXIT_STATE) {
+		rec_int(r, "remaining", 0, 0);
+		rec_secs(r, "retry_after", rc == EXIT_ALLOWED ? 0 : US_PER_SEC,
+		    0);
+	}
+	rec_str(ans, r, "error", ans->msg, strlen(ans->msg), 0);
+	return rc;
+}
+
 /* The exit status --on-error makes of rc (3: 0 or 1 if mapped). */
 int
 ctx_map(const struct ctx *c, int rc)

@@ -11,6 +11,8 @@ struct which {
 	FILE *fp;
 	int flags; /* options with any of these CMDOPT_* bits; 0: globals */
 	int global;
+	int width; /* of the left column: the longest option, measured */
+	int measure; /* measuring, not printing */
 };
 
 static void
@@ -33,7 +35,29 @@ print_option(const char *name, char shortname, const char *arg, int flag,
 	else
 		snprintf(left, sizeof(left), "    --%s%s%s", name,
 		    arg ? " " : "", arg ? arg : "");
-	fprintf(w->fp, "  %-26s %s\n", left, help);
+	if (w->measure) {
+		if ((int)strlen(left) > w->width)
+			w->width = (int)strlen(left);
+		return;
+	}
+	fprintf(w->fp, "  %-*s  %s\n", w->width, left, help);
+}
+
+/* The options of w, in two aligned columns. */
+static void
+print_options(struct which *w)
+{
+	int global = w->global;
+
+	/* one width for the command's options and the globals */
+	w->measure = 1;
+	w->global = 0;
+	args_options(print_option, w);
+	w->global = 1;
+	args_options(print_option, w);
+	w->measure = 0;
+	w->global = global;
+	args_options(print_option, w);
 }
 
 /* Everything: every command, every option, the exit statuses. */
@@ -41,20 +65,21 @@ void
 help_all(FILE *fp, const struct cmd_entry *const *table)
 {
 	const struct cmd_entry *const *c;
-	struct which w = { fp, ~0, 0 };
+	struct which w = { fp, ~0, 0, 0, 0 };
 
 	fputs("usage: throttle [global options] command [options] [key]\n\n"
 	      "Decide whether an action keyed by a string may happen now.\n\n"
 	      "commands:\n",
 	    fp);
 	for (c = table; *c != NULL; c++)
-		fprintf(fp, "  %s %s\n        %s\n", (*c)->name, (*c)->args,
+		fprintf(fp, "  %s%s%s\n        %s\n", (*c)->name,
+		    (*c)->args[0] != '\0' ? " " : "", (*c)->args,
 		    (*c)->summary);
 	fputs("\noptions:\n", fp);
-	args_options(print_option, &w);
+	print_options(&w);
 	fputs("\nglobal options (before or after the command):\n", fp);
 	w.global = 1;
-	args_options(print_option, &w);
+	print_options(&w);
 	fputs("\nexit status: 0 allowed or done, 1 throttled, 2 usage error, "
 	      "3 state store error\nsee throttle(1) for more\n",
 	    fp);
@@ -64,13 +89,13 @@ help_all(FILE *fp, const struct cmd_entry *const *table)
 void
 help_cmd(FILE *fp, const struct cmd_entry *c)
 {
-	struct which w = { fp, c->options, 0 };
+	struct which w = { fp, c->options, 0, 0, 0 };
 
-	fprintf(fp, "usage: throttle %s %s\n\n%s\n", c->name, c->args,
-	    c->summary);
+	fprintf(fp, "usage: throttle %s%s%s\n\n%s\n", c->name,
+	    c->args[0] != '\0' ? " " : "", c->args, c->summary);
 	if (c->options != 0) {
 		fputs("\noptions:\n", fp);
-		args_options(print_option, &w);
+		print_options(&w);
 	}
 	fputs("\nglobal options: see throttle --help\n", fp);
 }

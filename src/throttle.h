@@ -275,7 +275,7 @@ struct ctx {
 #define CMDOPT_ALGORITHM 0x04
 #define CMDOPT_COST 0x08
 #define CMDOPT_GRANULARITY 0x10
-#define CMDOPT_CONCURRENCY 0x20 /* --concurrency, --reserve, --owner */
+#define CMDOPT_CONCURRENCY 0x20 /* --concurrency, --reserve */
 #define CMDOPT_TTL 0x40
 #define CMDOPT_PRIORITY 0x80
 #define CMDOPT_LEASE 0x100
@@ -286,6 +286,7 @@ struct ctx {
 #define CMDOPT_NAMES 0x2000
 #define CMDOPT_QUICK 0x4000
 #define CMDOPT_LOCKED 0x8000
+#define CMDOPT_OWNER 0x10000 /* a lease's process: not for policies */
 /* what a policy may hold */
 #define CMDOPT_POLICY                                                          \
 	(CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM | CMDOPT_GRANULARITY | \
@@ -478,6 +479,7 @@ void ctx_close(struct ctx *);
 struct store *ctx_store(struct ctx *, struct answer *);
 int ctx_now(struct ctx *, struct answer *);
 int ctx_map(const struct ctx *, int);
+int ctx_fail_answer(const struct ctx *, const char *, size_t, struct answer *);
 int ctx_fail(struct ctx *, struct answer *);
 
 /* escape.c */

@@ -88,3 +88,55 @@ load lib
 	run --separate-stderr at 1 consume $'caf\xc3\xa9-\xff' --limit 1/1h --format json
 	[[ "$output" == '{"key":"café-\ufffd",'* ]]
 }
+
+@test "help: aligned columns, no trailing spaces, policy does not offer --owner" {
+	run "$THROTTLE" --help
+	[ "$status" -eq 0 ]
+	if grep -n ' $' <<<"$output"; then return 1; fi
+	# every option's help starts in one column
+	starts=$(grep -E '^  (    |-[a-z], )--' <<<"$output" |
+	    awk '{ match($0, /[^ ]  +[^ ]/); print RSTART + RLENGTH - 1 }' | sort -u)
+	[ "$(wc -l <<<"$starts")" -eq 1 ]
+	[[ "$output" == *"--lock-timeout DURATION  how long"* ]]
+	run "$THROTTLE" help policy
+	[[ "$output" != *"--owner"* ]]
+	[[ "$output" == *"--concurrency"* ]]
+	run "$THROTTLE" help acquire
+	[[ "$output" == *"--owner"* ]]
+	run "$THROTTLE" help shed
+	[[ "$output" == *"above 1: overloaded"* ]]
+}
+
+@test "options after -- are operands, and the message says so" {
+	run --separate-stderr "$THROTTLE" consume -- -dash --limit 5/1m
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"'--limit' comes after '--', which ends the options"* ]]
+	run "$THROTTLE" consume --limit 5/1m -- -dash
+	[ "$status" -eq 0 ]
+}
+
+@test "release of a key with no state answers json and shell too" {
+	run --separate-stderr at 100 release nokey --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"key":"nokey","released":0}' ]
+	run --separate-stderr at 100 release nokey --format shell
+	[ "$output" = "$(printf "THROTTLE_KEY='nokey'\nTHROTTLE_RELEASED=0")" ]
+	run --separate-stderr at 100 release nokey
+	[ "$output" = "" ]
+}
+
+@test "--on-error allow and deny still give a script remaining and retry_after" {
+	printf 'not a database' >bad.db
+	run --separate-stderr at 100 consume k --limit 5/1m --db bad.db --on-error allow --format shell
+	[ "$status" -eq 0 ]
+	eval "$output"
+	[ "$THROTTLE_ALLOWED" = 1 ]
+	[ "$THROTTLE_REMAINING" = 0 ]
+	[ "$THROTTLE_RETRY_AFTER" = 0 ]
+	[ "$THROTTLE_RETRY_AFTER_SECS" = 0 ]
+	[[ "$THROTTLE_ERROR" == *"not a throttle state file"* ]]
+	run --separate-stderr at 100 consume k --limit 5/1m --db bad.db --on-error deny --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 1 ]
+	[ "$(field remaining "$output")" = 0 ]
+}
