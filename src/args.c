@@ -139,8 +139,9 @@ static const struct option_def {
 	{ OPT_LEASE, "lease", 0, "ID", CMDOPT_LEASE,
 	    "the lease to release or renew", set_lease, AT(lease), NONE, 0, 0 },
 	{ OPT_UTILIZATION, "utilization", 0, "U", CMDOPT_SHED,
-	    "shed: how busy the workers are: a fraction (above 1: overloaded), or auto", set_utilization,
-	    AT(utilization), AT(has_utilization), 0, 0 },
+	    "shed: how busy the workers are: a fraction (above 1: overloaded), "
+	    "or auto",
+	    set_utilization, AT(utilization), AT(has_utilization), 0, 0 },
 	{ OPT_SEED, "seed", 0, "N", CMDOPT_SHED,
 	    "shed: make the random draw reproducible", set_seed, AT(seed),
 	    AT(has_seed), 0, INT64_MAX },

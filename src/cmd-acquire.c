@@ -63,9 +63,8 @@ const struct cmd_entry cmd_acquire_entry = {
 		"[--priority LEVEL] [--reserve R] [--wait [MAX]]",
 	.summary = "take one of N slots and print its lease id (exit 0), or "
 		   "exit 1 when all are held",
-	.options =
-	    CMDOPT_CONCURRENCY | CMDOPT_OWNER | CMDOPT_TTL | CMDOPT_PRIORITY |
-	    CMDOPT_WAIT,
+	.options = CMDOPT_CONCURRENCY | CMDOPT_OWNER | CMDOPT_TTL |
+	    CMDOPT_PRIORITY | CMDOPT_WAIT,
 	.uses_policy = 1,
 	.min_args = 1,
 	.max_args = 1,

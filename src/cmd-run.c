@@ -441,9 +441,9 @@ const struct cmd_entry cmd_run_entry = {
 	.summary = "run COMMAND if the limit allows it (a rate, or a slot held "
 		   "while it runs); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
-	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY | CMDOPT_OWNER |
-	    CMDOPT_TTL |
-	    CMDOPT_PRIORITY | CMDOPT_RUN | CMDOPT_LOCKOUT | CMDOPT_WAIT,
+	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY |
+	    CMDOPT_OWNER | CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_RUN |
+	    CMDOPT_LOCKOUT | CMDOPT_WAIT,
 	.uses_policy = 1,
 	.min_args = 1,
 	.max_args = 1,

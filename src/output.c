@@ -16,7 +16,6 @@
 
 #include "throttle.h"
 
-
 /*
  * Seconds, rounded up to the millisecond, without trailing zeros, into buf
  * (len >= 32); its length.
