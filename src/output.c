@@ -278,6 +278,15 @@ jl_str(struct jline *j, const char *s)
 	jl_put(j, s, strlen(s));
 }
 
+static void
+jl_int(struct jline *j, int64_t v)
+{
+	char t[24];
+	size_t n = record_int(t, v);
+
+	jl_put(j, t, n);
+}
+
 /* A JSON string: as it is if nothing in it needs escaping. */
 static void
 jl_json(struct jline *j, const char *s, size_t n)
@@ -303,6 +312,7 @@ static void
 json_value(struct jline *j, const struct field *f)
 {
 	char t[64];
+	size_t n;
 
 	switch (f->kind) {
 	case FIELD_STR:
@@ -310,20 +320,23 @@ json_value(struct jline *j, const struct field *f)
 		break;
 	case FIELD_INT:
 	case FIELD_LIMIT:
-		jl_put(j, t, record_int(t, f->v));
+		jl_int(j, f->v);
 		break;
 	case FIELD_BOOL:
 		jl_str(j, f->v ? "true" : "false");
 		break;
 	case FIELD_MICRO:
-		jl_put(j, t, output_micro(t, sizeof(t), f->v));
+		n = output_micro(t, sizeof(t), f->v);
+		jl_put(j, t, n);
 		break;
 	case FIELD_SECS:
 	case FIELD_DUR:
 		if (f->v < 0)
 			jl_str(j, "null");
-		else
-			jl_put(j, t, output_seconds(t, sizeof(t), f->v));
+		else {
+			n = output_seconds(t, sizeof(t), f->v);
+			jl_put(j, t, n);
+		}
 		break;
 	}
 }
@@ -360,7 +373,6 @@ void
 output_json(FILE *fp, const struct record *r, int rc)
 {
 	struct jline j;
-	char t[24];
 
 	j.fp = fp;
 	j.n = 0;
@@ -368,7 +380,7 @@ output_json(FILE *fp, const struct record *r, int rc)
 	json_members(&j, r);
 	if (rc >= 0) {
 		jl_str(&j, r->nf > 0 ? ",\"exit\":" : "\"exit\":");
-		jl_put(&j, t, record_int(t, rc));
+		jl_int(&j, rc);
 	}
 	jl_put(&j, "}\n", 2);
 	jl_flush(&j);
