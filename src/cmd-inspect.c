@@ -260,6 +260,7 @@ forget_all(struct look *l)
 static void
 inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
+	char miss[STORE_ERR_MAX + 200];
 	struct look l;
 
 	if (a->key == NULL && c->format == FORMAT_SHELL) {
@@ -291,7 +292,12 @@ inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	forget_all(&l);
-	if (a->key != NULL && a->locked && l.locks == 0) {
+	if (c->store != NULL && store_missing(c->store, miss, sizeof(miss))) {
+		/* a typo in --db: say so, whatever else there is to say */
+		answer_say(ans, MSG_NOTICE, "%s", miss);
+		if (a->key != NULL)
+			ans->rc = EXIT_REFUSED;
+	} else if (a->key != NULL && a->locked && l.locks == 0) {
 		answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
 		    ": not locked out");
 		ans->rc = EXIT_REFUSED;

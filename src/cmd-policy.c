@@ -54,6 +54,7 @@ policy_body(struct ctx *c, void *arg, struct answer *ans)
 static void
 policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
+	char miss[STORE_ERR_MAX + 200];
 	struct pol p;
 	const char *sub = a->operand, *name = a->operand2, *why;
 
@@ -97,6 +98,13 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if (txn_run(c, !c->read_only, policy_body, &p, ans) == -1)
 		return;
+	if (c->read_only && c->store != NULL &&
+	    store_missing(c->store, miss, sizeof(miss))) {
+		/* a typo in --db: say so */
+		answer_say(ans, MSG_NOTICE, "%s", miss);
+		ans->rc = p.found ? ans->rc : EXIT_REFUSED;
+		return;
+	}
 	if (!p.found) {
 		answer_say(ans, MSG_NOTICE, "policy %s: no policy named '%s'",
 		    sub, name);

@@ -1663,6 +1663,15 @@ sq_group_end(void *p, int commit)
 	return sq_commit(sq);
 }
 
+/* Nonzero if a reader found no file (or an empty one) at the path. */
+static int
+sq_missing(void *p)
+{
+	const struct sq *sq = p;
+
+	return sq->missing;
+}
+
 const struct store_ops store_sqlite_ops = {
 	.open = sq_open,
 	.unavailable = sq_unavailable,
@@ -1672,6 +1681,7 @@ const struct store_ops store_sqlite_ops = {
 	.rollback = sq_rollback,
 	.group_begin = sq_group_begin,
 	.group_end = sq_group_end,
+	.missing = sq_missing,
 	.get = sq_get,
 	.put = sq_put,
 	.del = sq_del,

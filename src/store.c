@@ -168,6 +168,23 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	return st;
 }
 
+/*
+ * For a reader that found no state file at its path (a typo in --db reads
+ * as a store with no keys): 1 and a message naming it in buf; 0 if the
+ * store is there.
+ */
+int
+store_missing(const struct store *st, char *buf, size_t len)
+{
+	if (st->ops->missing == NULL || !st->ops->missing(st->impl))
+		return 0;
+	snprintf(buf, len,
+	    "%s: does not exist: no decision has been stored in it yet "
+	    "(check --db or THROTTLE_DB)",
+	    st->name);
+	return 1;
+}
+
 /* Nonzero if the store's last error was its being out of reach. */
 int
 store_unavailable(const struct store *st)

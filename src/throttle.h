@@ -710,6 +710,8 @@ struct store_ops {
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 	/* check every page (quick: less thoroughly), or NULL: none to do */
 	int (*verify)(void *, int);
+	/* nonzero if a reader found no file (a store with no keys), or NULL */
+	int (*missing)(void *);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
 struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
@@ -754,6 +756,7 @@ int64_t store_tidied_lockouts(const struct store *);
 int store_commit(struct store *);
 void store_rollback(struct store *);
 const char *store_error(const struct store *);
+int store_missing(const struct store *, char *, size_t);
 void store_close(struct store *);
 int store_default_path(char *, size_t, const char **);
 

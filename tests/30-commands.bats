@@ -111,9 +111,15 @@ load lib
 }
 
 @test "inspect on a file with no keys lists nothing" {
-	run "$THROTTLE" inspect
+	run --separate-stderr "$THROTTLE" inspect
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]
+	at 1 consume k --limit 1/1s
+	at 1 reset k
+	run --separate-stderr at 100 inspect
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
 }
 
 @test "a changed limit keeps the time the key comes back to rest" {

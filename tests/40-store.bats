@@ -465,9 +465,10 @@ let_go() {
 	run at 1 check k --limit 1/1m --db "$db" --format json
 	[ "$status" -eq 0 ]
 	[ "$(field remaining "$output")" = 0 ]
-	run at 1 inspect --db "$db"
+	run --separate-stderr at 1 inspect --db "$db"
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]
+	[[ "$stderr" == *"y.db: does not exist"* ]]
 	run --separate-stderr at 1 inspect k --db "$db"
 	[ "$status" -eq 1 ]
 	run at 1 inspect --names --db "$db"
@@ -584,4 +585,22 @@ let_go() {
 	run at 2 verify --db state.db
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"state.db: ok, 150 keys and 0 leases" ]]
+}
+
+@test "a reading command on a path with no file says it does not exist, and makes none" {
+	run --separate-stderr "$THROTTLE" inspect --db "$TMP/typo.db"
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[[ "$stderr" == *"typo.db: does not exist"*"check --db or THROTTLE_DB"* ]]
+	run --separate-stderr "$THROTTLE" inspect k --db "$TMP/typo.db"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"typo.db: does not exist"* ]]
+	run --separate-stderr "$THROTTLE" policy list --db "$TMP/typo.db"
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"typo.db: does not exist"* ]]
+	[ ! -e "$TMP/typo.db" ]
+	# an existing store says nothing of the kind
+	"$THROTTLE" consume k --limit 1/1m --db "$TMP/real.db"
+	run --separate-stderr "$THROTTLE" inspect --names --db "$TMP/real.db"
+	[ "$stderr" = "" ]
 }

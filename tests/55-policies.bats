@@ -33,7 +33,7 @@ load lib
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" policy frob x
 	[ "$status" -eq 2 ]
-	run "$THROTTLE" policy list
+	run --separate-stderr "$THROTTLE" policy list
 	[ "$output" = "" ]
 }
 
@@ -280,5 +280,5 @@ since() {
 @test "a policy cannot name an owner process" {
 	run "$THROTTLE" policy set p --concurrency 1 --owner $$
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"--owner names one process"* ]]
+	[[ "$output" == *"--owner does not apply"* ]]
 }
