@@ -292,8 +292,10 @@ inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	forget_all(&l);
-	if (c->store != NULL && store_missing(c->store, miss, sizeof(miss))) {
-		/* a typo in --db: say so, whatever else there is to say */
+	if (c->store != NULL && !a->names &&
+	    store_missing(c->store, miss, sizeof(miss))) {
+		/* a typo in --db: say so, whatever else there is to say
+		 * (--names is for completion: it lists, and says nothing) */
 		answer_say(ans, MSG_NOTICE, "%s", miss);
 		if (a->key != NULL)
 			ans->rc = EXIT_REFUSED;

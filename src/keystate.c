@@ -7,7 +7,8 @@
  *	1. A request is allowed only if every limit allows it; then every
  *	   limit is charged, and if any refuses, none is.
  *	2. remaining is the fewest any limit has left, retry_after the
- *	   longest any refusing limit asks, reset_after the longest of all.
+ *	   longest any refusing limit asks, reset_after the binding limit's
+ *	   (each limit's own is in the answer's limits).
  *	3. The binding limit, which the answer names, is the one with the
  *	   longest wait, then the fewest units left.
  */

@@ -109,9 +109,11 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 
 /*
  * The decisions of a key's n limits as one, in *out: allowed only if
- * every limit allows, the fewest units remaining, the longest retry and
- * reset.  Returns the binding limit: the one that waits longest, or of
- * those the one with the fewest remaining (0 when n is 0).
+ * every limit allows, the fewest units remaining, the longest retry, and
+ * the binding limit's reset (so an answer's limit, period, retry_after
+ * and reset_after are all of one limit).  Returns the binding limit: the
+ * one that waits longest, or of those the one with the fewest remaining
+ * (0 when n is 0).
  */
 int
 limit_combine(const struct decision *ds, int n, struct decision *out)
@@ -129,13 +131,13 @@ limit_combine(const struct decision *ds, int n, struct decision *out)
 		}
 		if (ds[i].remaining < out->remaining)
 			out->remaining = ds[i].remaining;
-		if (ds[i].reset_after > out->reset_after)
-			out->reset_after = ds[i].reset_after;
 		if (ds[i].retry_after > ds[bind].retry_after ||
 		    (ds[i].retry_after == ds[bind].retry_after &&
 			ds[i].remaining < ds[bind].remaining))
 			bind = i;
 	}
+	if (n > 0)
+		out->reset_after = ds[bind].reset_after;
 	return bind;
 }
 

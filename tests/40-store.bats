@@ -598,6 +598,10 @@ let_go() {
 	run --separate-stderr "$THROTTLE" policy list --db "$TMP/typo.db"
 	[ "$status" -eq 0 ]
 	[[ "$stderr" == *"typo.db: does not exist"* ]]
+	# --names, for completion, lists and says nothing
+	run --separate-stderr "$THROTTLE" inspect --names --db "$TMP/typo.db"
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
 	[ ! -e "$TMP/typo.db" ]
 	# an existing store says nothing of the kind
 	"$THROTTLE" consume k --limit 1/1m --db "$TMP/real.db"

@@ -140,3 +140,17 @@ load lib
 	[ "$(field retry_after "$output")" = 1 ]
 	[ "$(field remaining "$output")" = 0 ]
 }
+
+@test "compound limits: limit, period, retry_after and reset_after are all the binding limit's" {
+	run at 100 consume c --limit '2/1s;3/1m' --format json
+	[ "$(field limit "$output")" = 2 ]
+	[ "$(field period "$output")" = 1 ]
+	# the binding 2/1s is back at rest in 0.5s, though 3/1m takes 20s
+	[ "$(field reset_after "$output")" = 0.5 ]
+	[[ "$output" == *'"limits":[{"limit":2,'*'"reset_after":0.5},{"limit":3,'*'"reset_after":20}]}' ]]
+	at 100 consume c --limit '2/1s;3/1m'
+	run at 100 consume c --limit '2/1s;3/1m' --format json
+	[ "$(field limit "$output")" = 2 ]
+	[ "$(field retry_after "$output")" = 0.5 ]
+	[ "$(field reset_after "$output")" = 1 ]
+}

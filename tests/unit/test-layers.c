@@ -163,8 +163,9 @@ combine(void)
 
 	bind = limit_combine(ds, 3, &d);
 	CHECK(!d.allowed && d.remaining == 0 && d.retry_after == 30 * S &&
-		d.reset_after == 3600 * S && bind == 1,
-	    "a compound decision: refused by any, the longest wait binds");
+		d.reset_after == 60 * S && bind == 1,
+	    "a compound decision: refused by any, the longest wait binds, "
+	    "and its reset is the answer's");
 	ds[1].allowed = 1;
 	ds[1].retry_after = 0;
 	ds[1].remaining = 2;
