@@ -171,7 +171,7 @@ rec_sub(struct record *r)
 void
 rec_line(struct answer *a, struct record *r, const char *fmt, ...)
 {
-	char buf[2048];
+	char buf[KEY_MAX * 4 + 4096]; /* an escaped key, and more */
 	va_list ap;
 	int n;
 

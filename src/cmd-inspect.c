@@ -2,17 +2,29 @@
  * cmd-inspect.c: show a key's state (or every key's) under the limit it
  * was last used with: remaining units as it stands, how long until one
  * more unit is allowed, and how long until it is back at rest; its
- * lockout, if it is locked; and its live leases.  --locked lists only the
- * keys locked out now.  Reads in a read transaction and never writes.  The
- * list of every key is printed as it is read (answer_flush()), however
- * long.  A key whose lockout has ended shows as it will be used next:
- * afresh, with its whole allowance.
+ * lockout, if it is locked; its live leases; and its shedder.  --locked
+ * lists only the keys locked out now.  Reads in a read transaction and
+ * never writes.  The list of every key is printed as it is read
+ * (answer_flush()), however long.  A key whose lockout has ended shows as
+ * it will be used next: afresh, with its whole allowance.
+ *
+ * In text, a table a person reads: a row per limit, the key last so that
+ * rows stream aligned whatever the keys' lengths, and the columns of a
+ * key's lockout and live leases; then, for one key, its leases one per
+ * line.  In json and shell a key's limits are one record, as a decision
+ * answers: the binding limit's numbers, and in json each limit's in
+ * "limits".
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "throttle.h"
+
+#define HEADER                                                                 \
+	"ALGORITHM      LIMIT        REMAINING  RETRY      RESET      "        \
+	"LOCKOUT    LEASES  KEY"
 
 /* A key's lockout, gathered before a listing of every key. */
 struct locked {
@@ -20,6 +32,14 @@ struct locked {
 	size_t keylen;
 	struct lockout lk;
 	int shown; /* with a limit of its key */
+};
+
+/* A key's live leases, counted before a listing of every key (text). */
+struct counted {
+	char *key;
+	size_t keylen;
+	int64_t n;
+	int shown;
 };
 
 struct look {
@@ -30,9 +50,20 @@ struct look {
 	int limits; /* limits shown */
 	int leases; /* live leases shown */
 	int locks; /* lockouts shown */
+	int sheds; /* shedders shown */
+	int header; /* the text table's header is out */
 	struct lockout lk; /* the key's, when one key is shown */
 	struct locked *all; /* every key's, sorted, for a listing */
 	size_t nall, capall;
+	struct counted *held; /* live leases per key, sorted (text) */
+	size_t nheld, capheld;
+	/* the limits of the key being gathered, shown as one record */
+	char key[KEY_MAX];
+	size_t keylen;
+	int n;
+	struct limit lim[LIMITS_MAX];
+	struct decision d[LIMITS_MAX];
+	struct lockout klk;
 };
 
 static int
@@ -83,6 +114,126 @@ lockout_of(const struct look *l, const char *key, size_t keylen)
 	return e->lk;
 }
 
+/* A wait as the table shows it: "-" for none, "never" for no end. */
+static void
+cell_wait(char *buf, size_t len, int64_t us)
+{
+	if (us <= 0)
+		snprintf(buf, len, "-");
+	else if (us >= DURATION_MAX)
+		snprintf(buf, len, "never");
+	else
+		output_human(buf, len, us);
+}
+
+/* The cells of a key's lockout and live leases. */
+static void
+cell_key(const struct look *l, const struct lockout *lk, int64_t held,
+    char *lock, char *leases, size_t len)
+{
+	int64_t now = l->c->now;
+
+	if (lk->until <= now)
+		snprintf(lock, len, "-");
+	else
+		cell_wait(lock, len,
+		    lk->until == LOCKOUT_NEVER ? DURATION_MAX
+					       : lk->until - now);
+	if (held <= 0)
+		snprintf(leases, len, "-");
+	else
+		snprintf(leases, len, "%lld", (long long)held);
+}
+
+/*
+ * One row of the text table (its header first): the cells, then the key,
+ * escaped, last.
+ */
+static void
+text_row(struct look *l, const char *const cell[7], const char *key,
+    size_t keylen)
+{
+	char *shown = escape_text_dup(key, keylen);
+	struct record *r;
+
+	if (!l->header) {
+		r = answer_record(l->ans, TEXT_LINE);
+		r->line = HEADER;
+		l->header = 1;
+	}
+	r = answer_record(l->ans, TEXT_LINE);
+	rec_line(l->ans, r, "%-14s %-12s %-10s %-10s %-10s %-10s %-7s %s",
+	    cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6],
+	    shown);
+	free(shown);
+	answer_flush(l->ans);
+}
+
+static int
+cmp_counted(const void *x, const void *y)
+{
+	const struct counted *a = x, *b = y;
+	size_t n = a->keylen < b->keylen ? a->keylen : b->keylen;
+	int c = memcmp(a->key, b->key, n);
+
+	return c != 0 ? c : (a->keylen > b->keylen) - (a->keylen < b->keylen);
+}
+
+/* The live leases of key counted for a listing (text), marked shown. */
+static int64_t
+held_of(struct look *l, const char *key, size_t keylen)
+{
+	struct counted want = { (char *)(uintptr_t)key, keylen, 0, 0 }, *e;
+
+	if (l->nheld == 0)
+		return 0;
+	e = bsearch(&want, l->held, l->nheld, sizeof(*l->held), cmp_counted);
+	if (e == NULL)
+		return 0;
+	e->shown = 1;
+	return e->n;
+}
+
+/* Count a live lease of a key, for a listing in text. */
+static int
+count_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
+{
+	struct look *l = arg;
+	struct counted *e;
+
+	if (!lease_live(le, l->c->now, host_owner_state(&l->me, le)))
+		return 0;
+	l->leases++;
+	if (l->nheld > 0 && l->held[l->nheld - 1].keylen == keylen &&
+	    memcmp(l->held[l->nheld - 1].key, key, keylen) == 0) {
+		l->held[l->nheld - 1].n++;
+		return 0;
+	}
+	if (l->nheld == l->capheld) {
+		l->capheld = l->capheld ? l->capheld * 2 : 16;
+		l->held = xrealloc(l->held, l->capheld * sizeof(*l->held));
+	}
+	e = &l->held[l->nheld++];
+	e->key = xmalloc(keylen + 1);
+	memcpy(e->key, key, keylen);
+	e->keylen = keylen;
+	e->n = 1;
+	e->shown = 0;
+	return 0;
+}
+
+/* A key with no limit to show: a row of its lockout and leases (text). */
+static void
+text_bare(struct look *l, const char *key, size_t keylen,
+    const struct lockout *lk, int64_t held)
+{
+	char lock[40], leases[24];
+	const char *cell[7] = { "-", "-", "-", "-", "-", lock, leases };
+
+	cell_key(l, lk, held, lock, leases, sizeof(lock));
+	text_row(l, cell, key, keylen);
+}
+
 /* A key locked out now, with nothing else to show: its lockout alone. */
 static void
 show_lockout(struct look *l, const char *key, size_t keylen,
@@ -92,10 +243,14 @@ show_lockout(struct look *l, const char *key, size_t keylen,
 
 	if (k->until <= l->c->now)
 		return;
+	l->locks++;
+	if (l->c->format == FORMAT_TEXT && !l->a->locked) {
+		text_bare(l, key, keylen, k, held_of(l, key, keylen));
+		return;
+	}
 	r = answer_record(l->ans, TEXT_FIELDS);
 	rec_str(l->ans, r, "key", key, keylen, 0);
 	keystate_lockout(l->ans, r, k, l->c->now);
-	l->locks++;
 	answer_flush(l->ans);
 }
 
@@ -106,6 +261,59 @@ show_locked(const char *key, size_t keylen, const struct lockout *k, void *arg)
 	return 0;
 }
 
+/*
+ * The limits gathered of one key, shown: in text a row each; in json and
+ * shell one record, the binding limit's numbers with each limit's in
+ * "limits", as a decision answers.
+ */
+static void
+flush_key(struct look *l)
+{
+	char c[5][64], lock[40], leases[24];
+	const char *cell[7] = { c[0], c[1], c[2], c[3], c[4], lock, leases };
+	struct decision all;
+	struct record *r, *sub;
+	int i, bind;
+
+	if (l->n == 0)
+		return;
+	if (l->c->format == FORMAT_TEXT) {
+		cell_key(l, &l->klk, held_of(l, l->key, l->keylen), lock,
+		    leases, sizeof(lock));
+		for (i = 0; i < l->n; i++) {
+			snprintf(c[0], sizeof(c[0]), "%s",
+			    l->lim[i].algo->name);
+			output_duration(c[4], sizeof(c[4]), l->lim[i].period);
+			snprintf(c[1], sizeof(c[1]), "%lld/%.30s",
+			    (long long)l->lim[i].count, c[4]);
+			snprintf(c[2], sizeof(c[2]), "%lld",
+			    (long long)l->d[i].remaining);
+			cell_wait(c[3], sizeof(c[3]), l->d[i].retry_after);
+			cell_wait(c[4], sizeof(c[4]), l->d[i].reset_after);
+			text_row(l, cell, l->key, l->keylen);
+		}
+	} else {
+		bind = limit_combine(l->d, l->n, &all);
+		/* inspect charges nothing: the wait is one more unit's */
+		all.retry_after = l->d[bind].retry_after;
+		r = keystate_numbers(l->ans, l->key, l->keylen, &l->lim[bind],
+		    &all, 0, 0);
+		keystate_lockout(l->ans, r, &l->klk, l->c->now);
+		for (i = 0; l->n > 1 && i < l->n; i++) {
+			sub = rec_sub(r);
+			rec_int(sub, "limit", l->lim[i].count, 0);
+			rec_secs(sub, "period", l->lim[i].period, 0);
+			rec_int(sub, "burst", l->lim[i].burst, 0);
+			rec_int(sub, "remaining", l->d[i].remaining, 0);
+			rec_secs(sub, "retry_after", l->d[i].retry_after, 0);
+			rec_secs(sub, "reset_after", l->d[i].reset_after, 0);
+		}
+		answer_flush(l->ans);
+	}
+	l->limits += l->n;
+	l->n = 0;
+}
+
 /* One limit of a key, as it reads now (moved back if the clock was ahead). */
 static int
 show(const struct keyrec *rec, void *arg)
@@ -113,9 +321,15 @@ show(const struct keyrec *rec, void *arg)
 	struct look *l = arg;
 	struct decision now, one;
 	struct kstate cur = { 0 }, next = { 0 };
-	struct lockout lk = lockout_of(l, rec->key, rec->keylen);
-	struct record *r;
+	struct lockout lk;
 
+	if (l->n > 0 &&
+	    (l->keylen != rec->keylen ||
+		memcmp(l->key, rec->key, rec->keylen) != 0))
+		flush_key(l);
+	if (l->n == LIMITS_MAX)
+		return 0; /* more than a key can have: shown already */
+	lk = lockout_of(l, rec->key, rec->keylen);
 	cur.slots = xcalloc(rec->state.nslots + 1, sizeof(*cur.slots));
 	next.slots = xcalloc(rec->state.nslots + 2, sizeof(*next.slots));
 	/* an ended lockout: the key starts afresh when next used */
@@ -132,11 +346,13 @@ show(const struct keyrec *rec, void *arg)
 		now.retry_after = now.reset_after =
 		    lockout_left(&lk, l->c->now);
 	}
-	r = keystate_numbers(l->ans, rec->key, rec->keylen, &rec->limit, &now,
-	    0, 0);
-	keystate_lockout(l->ans, r, &lk, l->c->now);
-	l->limits++;
-	answer_flush(l->ans);
+	if (l->n == 0) {
+		memcpy(l->key, rec->key, rec->keylen);
+		l->keylen = rec->keylen;
+		l->klk = lk;
+	}
+	l->lim[l->n] = rec->limit;
+	l->d[l->n++] = now;
 	return 0;
 }
 
@@ -169,20 +385,94 @@ show_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
 	return 0;
 }
 
+/* A key's shedder: how much it sheds now, and since when. */
+static int
+show_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
+    void *arg)
+{
+	struct look *l = arg;
+	struct record *r;
+	char level[40];
+	const char *cell[7] = { "shedder", level, "-", "-", "-", "-", "-" };
+
+	l->sheds++;
+	if (l->c->format == FORMAT_TEXT) {
+		/* its shedding amount where a limit would be */
+		output_micro(level, sizeof(level),
+		    amount / (SHED_ONE / 1000000));
+		text_row(l, cell, key, keylen);
+		return 0;
+	}
+	if (l->c->format == FORMAT_SHELL && l->limits > 0)
+		return 0; /* shell: one key's one set of variables */
+	r = answer_record(l->ans, TEXT_FIELDS);
+	rec_str(l->ans, r, "key", key, keylen, 0);
+	rec_micro(r, "shedding_amount", amount / (SHED_ONE / 1000000), 0);
+	rec_secs(r, "changed_ago",
+	    l->c->now > changed_at ? l->c->now - changed_at : 0, 0);
+	answer_flush(l->ans);
+	return 0;
+}
+
 /* One key name per line; names a line cannot hold are left out. */
 static int
 show_name(const char *key, size_t keylen, void *arg)
 {
 	struct look *l = arg;
 	struct record *r;
+	char *shown;
 
 	if (memchr(key, '\n', keylen) != NULL ||
 	    memchr(key, '\r', keylen) != NULL)
 		return 0;
+	/* a control character would reach the terminal (or the shell
+	 * completing): escaped, as everywhere text is shown */
+	shown = escape_text_dup(key, keylen);
 	r = answer_record(l->ans, TEXT_RAW);
-	r->line = answer_keep(l->ans, key, keylen);
+	r->line = answer_keep(l->ans, shown, strlen(shown));
+	free(shown);
 	answer_flush(l->ans);
 	return 0;
+}
+
+/*
+ * Every key: its limits in key order, then keys locked out whose rate
+ * state is gone, then (text) keys holding only leases, or (json) every
+ * live lease, then the shedders.
+ */
+static int
+look_all(struct ctx *c, struct look *l, struct answer *ans)
+{
+	size_t i;
+
+	if (store_lockout_list(c->store, gather, l) == -1)
+		return ctx_fail(c, ans);
+	if (l->nall > 0)
+		qsort(l->all, l->nall, sizeof(*l->all), cmp_locked);
+	if (c->format == FORMAT_TEXT) {
+		if (store_lease_list(c->store, NULL, 0, count_lease, l) == -1)
+			return ctx_fail(c, ans);
+		if (l->nheld > 0)
+			qsort(l->held, l->nheld, sizeof(*l->held), cmp_counted);
+	}
+	if (store_list(c->store, show, l) == -1)
+		return ctx_fail(c, ans);
+	flush_key(l);
+	for (i = 0; i < l->nall; i++)
+		if (!l->all[i].shown)
+			show_lockout(l, l->all[i].key, l->all[i].keylen,
+			    &l->all[i].lk);
+	if (c->format == FORMAT_TEXT) {
+		struct lockout none = { 0, 0 };
+
+		for (i = 0; i < l->nheld; i++)
+			if (!l->held[i].shown)
+				text_bare(l, l->held[i].key, l->held[i].keylen,
+				    &none, l->held[i].n);
+	} else if (store_lease_list(c->store, NULL, 0, show_lease, l) == -1)
+		return ctx_fail(c, ans);
+	return store_shed_list(c->store, show_shed, l) == -1 ? ctx_fail(c, ans)
+							     : 0;
 }
 
 static int
@@ -191,8 +481,8 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 	struct look *l = arg;
 	const struct args *a = l->a;
 	struct keyrec rec;
+	int64_t amount, changed;
 	int idx, found;
-	size_t i;
 
 	if (ctx_now(c, ans) == -1)
 		return -1;
@@ -204,29 +494,19 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 		return store_lockout_list(c->store, show_locked, l) == -1
 		    ? ctx_fail(c, ans)
 		    : 0;
-	if (a->key == NULL) {
-		if (store_lockout_list(c->store, gather, l) == -1)
-			return ctx_fail(c, ans);
-		if (l->nall > 0)
-			qsort(l->all, l->nall, sizeof(*l->all), cmp_locked);
-		if (store_list(c->store, show, l) == -1)
-			return ctx_fail(c, ans);
-		/* keys locked out whose rate state is gone */
-		for (i = 0; i < l->nall; i++)
-			if (!l->all[i].shown)
-				show_lockout(l, l->all[i].key, l->all[i].keylen,
-				    &l->all[i].lk);
-		return store_lease_list(c->store, NULL, 0, show_lease, l) == -1
-		    ? ctx_fail(c, ans)
-		    : 0;
-	}
+	if (a->key == NULL)
+		return look_all(c, l, ans);
 	if (store_lockout_get(c->store, a->key, a->keylen, &l->lk) == -1)
 		return ctx_fail(c, ans);
 	if (a->locked) {
 		show_lockout(l, a->key, a->keylen, &l->lk);
 		return 0;
 	}
-	/* each of the key's limits, then its leases */
+	/* the table counts the key's leases; their lines come after it */
+	if (c->format == FORMAT_TEXT &&
+	    store_lease_list(c->store, a->key, a->keylen, count_lease, l) == -1)
+		return ctx_fail(c, ans);
+	/* each of the key's limits, then its leases and shedder */
 	for (idx = 0; idx < LIMITS_MAX; idx++) {
 		memset(&rec, 0, sizeof(rec));
 		if ((found = store_load(c->store, a->key, a->keylen, idx,
@@ -238,10 +518,19 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 		if (!found)
 			break;
 	}
+	flush_key(l);
 	if (l->limits == 0) /* its rate state forgotten, its lockout not */
 		show_lockout(l, a->key, a->keylen, &l->lk);
+	if (c->format == FORMAT_TEXT && l->limits == 0 && l->locks == 0 &&
+	    l->nheld > 0)
+		text_bare(l, a->key, a->keylen, &l->lk, l->held[0].n);
 	if (store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
 		return ctx_fail(c, ans);
+	if ((found = store_shed_load(c->store, a->key, a->keylen, &amount,
+		 &changed)) == -1)
+		return ctx_fail(c, ans);
+	if (found)
+		show_shed(a->key, a->keylen, amount, changed, l);
 	return 0;
 }
 
@@ -255,6 +544,11 @@ forget_all(struct look *l)
 	free(l->all);
 	l->all = NULL;
 	l->nall = l->capall = 0;
+	for (i = 0; i < l->nheld; i++)
+		free(l->held[i].key);
+	free(l->held);
+	l->held = NULL;
+	l->nheld = l->capheld = 0;
 }
 
 static void
@@ -304,7 +598,7 @@ inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    ": not locked out");
 		ans->rc = EXIT_REFUSED;
 	} else if (a->key != NULL && !a->names && l.limits == 0 &&
-	    l.leases == 0 && l.locks == 0) {
+	    l.leases == 0 && l.locks == 0 && l.sheds == 0) {
 		answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
 		    ": no state (never used, reset, or forgotten)");
 		ans->rc = EXIT_REFUSED;

@@ -2,6 +2,7 @@
  * cmd-policy.c: policy set, list, show and delete (policy.c keeps the
  * rules: what a policy holds and how a key finds its own).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -18,8 +19,10 @@ static void
 show_one(struct answer *ans, const char *name, const char *spec)
 {
 	struct record *r = answer_record(ans, TEXT_LINE);
+	char *shown = escape_text_dup(name, strlen(name));
 
-	rec_line(ans, r, "%s %s", name, spec);
+	rec_line(ans, r, "%s %s", shown, spec);
+	free(shown);
 	rec_str(ans, r, "name", name, strlen(name), 0);
 	rec_str(ans, r, "options", spec, strlen(spec), 0);
 }

@@ -74,8 +74,8 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 	if (!a->has_utilization) {
 		answer_usage(ans,
-		    "shed: --utilization is missing; give a number from 0 "
-		    "to 1, or auto");
+		    "shed: --utilization is missing; give how busy the "
+		    "workers are, a fraction (above 1: overloaded), or auto");
 		return;
 	}
 	if (shed_params_ok(&a->shed, &err) == -1) {

@@ -11,6 +11,8 @@
  *	2. JSON is always valid UTF-8: bytes that are not become U+FFFD.
  *	3. Shell is one single-quoted word, safe to eval.
  */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -74,6 +76,25 @@ escape_text(FILE *fp, const char *s, size_t n)
 		else
 			fputc(p[i], fp);
 	}
+}
+
+/* n bytes of s as escape_text() writes them, in a new string. */
+char *
+escape_text_dup(const char *s, size_t n)
+{
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *fp = open_memstream(&buf, &len);
+
+	if (fp == NULL)
+		return xmalloc(1); /* "": out of memory has exited already */
+	escape_text(fp, s, n);
+	if (fclose(fp) != 0 || buf == NULL) {
+		free(buf);
+		buf = xmalloc(1);
+		buf[0] = '\0';
+	}
+	return buf;
 }
 
 /* n bytes of s as a JSON string, quotes included. */

@@ -547,13 +547,15 @@ store_trim(struct store *st, const char *key, size_t keylen, int n)
 	return 0;
 }
 
-/* Forget a key's limits and lockout; a key with none is not an error. */
+/* Forget a key's limits, lockout and shedder; a key with none is fine. */
 int
 store_delete(struct store *st, const char *key, size_t keylen)
 {
 	changed(st, key, keylen);
 	return st->ops->del(st->impl, key, keylen,
-		   REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT), NULL, 0) == -1
+		   REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT) |
+		       REC_MASK(REC_SHED),
+		   NULL, 0) == -1
 	    ? -1
 	    : 0;
 }
@@ -809,6 +811,52 @@ store_shed_load(struct store *st, const char *key, size_t keylen,
 	if (shed_check(*amount, *changed_at, &why) == -1)
 		return bad_record(st, key, keylen, why);
 	return 1;
+}
+
+struct shed_walk {
+	struct store *st;
+	int (*fn)(const char *, size_t, int64_t, int64_t, void *);
+	void *arg;
+	int bad;
+};
+
+static int
+shed_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct shed_walk *w = arg;
+	int64_t amount, changed_at;
+	const char *why;
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	if (keylen == 0 || keylen > KEY_MAX ||
+	    record_shed_decode(data, len, &amount, &changed_at) == -1) {
+		w->bad = 1;
+		return bad_record(w->st, key,
+		    keylen > KEY_MAX ? KEY_MAX : keylen,
+		    "has a shedder this throttle cannot read");
+	}
+	if (shed_check(amount, changed_at, &why) == -1) {
+		w->bad = 1;
+		return bad_record(w->st, key, keylen, why);
+	}
+	return w->fn(key, keylen, amount, changed_at, w->arg);
+}
+
+/*
+ * Every shedder in the store, in key order: fn(key, keylen, amount,
+ * changed_at, arg).
+ */
+int
+store_shed_list(struct store *st,
+    int (*fn)(const char *, size_t, int64_t, int64_t, void *), void *arg)
+{
+	struct shed_walk w = { st, fn, arg, 0 };
+	int r = st->ops->scan(st->impl, REC_MASK(REC_SHED), shed_each, &w);
+
+	return w.bad ? -1 : r;
 }
 
 /* Save a shedder's amount and when it changed. */

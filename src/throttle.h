@@ -484,6 +484,7 @@ int ctx_fail(struct ctx *, struct answer *);
 
 /* escape.c */
 void escape_text(FILE *, const char *, size_t);
+char *escape_text_dup(const char *, size_t);
 void escape_json(FILE *, const char *, size_t);
 void escape_shell(FILE *, const char *, size_t);
 
@@ -733,6 +734,8 @@ int store_lockout_get(struct store *, const char *, size_t, struct lockout *);
 int
 store_lockout_put(struct store *, const char *, size_t, const struct lockout *);
 int store_lockout_del(struct store *, const char *, size_t);
+int store_shed_list(struct store *,
+    int (*)(const char *, size_t, int64_t, int64_t, void *), void *);
 int store_lockout_list(struct store *,
     int (*)(const char *, size_t, const struct lockout *, void *), void *);
 int store_policy_get(struct store *, const char *, char *, size_t);

@@ -155,8 +155,8 @@ expect() {
 		[ "$(field remaining "$output")" = 1 ]
 		run at 11 consume "r-$algo" --limit 3/60s --algorithm "$algo"
 		[ "$status" -eq 0 ]
-		run at 11 inspect "r-$algo"
-		[[ "$output" == "r-$algo algorithm=$algo limit=3/1m burst=3 "* ]]
+		run at 11 inspect "r-$algo" --format json
+		[[ "$output" == '{"key":"r-'"$algo"'","algorithm":"'"$algo"'","limit":3,"period":60,"burst":3,'* ]]
 		"$THROTTLE" reset "r-$algo"
 		run at 11 consume "r-$algo" --limit 3/60s --algorithm "$algo" --cost 3
 		[ "$status" -eq 0 ]

@@ -86,7 +86,8 @@ load lib
 	at 100 consume login:alice --limit 5/15m --cost 2
 	run at 100 inspect login:alice
 	[ "$status" -eq 0 ]
-	[ "$output" = "login:alice algorithm=gcra limit=5/15m burst=5 remaining=3 retry_after=0s reset_after=6m" ]
+	[ "${lines[0]}" = "ALGORITHM      LIMIT        REMAINING  RETRY      RESET      LOCKOUT    LEASES  KEY" ]
+	[ "${lines[1]}" = "gcra           5/15m        3          -          6m         -          -       login:alice" ]
 	run at 100 inspect login:alice --format json
 	[ "$output" = '{"key":"login:alice","algorithm":"gcra","limit":5,"period":900,"burst":5,"remaining":3,"retry_after":0,"reset_after":360}' ]
 	run at 400 inspect login:alice --format json
@@ -99,8 +100,8 @@ load lib
 	at 100 consume a --limit 2/1h
 	run at 100 inspect
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "a algorithm=gcra limit=2/1h burst=2 remaining=1 retry_after=0s reset_after=30m" ]
-	[ "${lines[1]}" = "b algorithm=gcra limit=1/1m burst=1 remaining=0 retry_after=1m reset_after=1m" ]
+	[ "${lines[1]}" = "gcra           2/1h         1          -          30m        -          -       a" ]
+	[ "${lines[2]}" = "gcra           1/1m         0          1m         1m         -          -       b" ]
 	run at 100 inspect --format json
 	[ "${#lines[@]}" -eq 2 ]
 	run --separate-stderr "$THROTTLE" inspect zzz

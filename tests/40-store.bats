@@ -187,8 +187,7 @@ let_go() {
 	run at 1000 inspect w --format json
 	[ "$output" = '{"key":"w","algorithm":"sliding-window","limit":5,"period":3600,"burst":5,"granularity":60,"remaining":4,"retry_after":0,"reset_after":3560}' ]
 	run at 1000 inspect c --format json
-	[ "${lines[0]}" = '{"key":"c","algorithm":"gcra","limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200}' ]
-	[ "${lines[1]}" = '{"key":"c","algorithm":"gcra","limit":10,"period":86400,"burst":10,"remaining":9,"retry_after":0,"reset_after":8640}' ]
+	[ "$output" = '{"key":"c","algorithm":"gcra","limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200,"limits":[{"limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200},{"limit":10,"period":86400,"burst":10,"remaining":9,"retry_after":0,"reset_after":8640}]}' ]
 	run at 1000 inspect ci --format json
 	[ "$output" = '{"key":"ci","lease":"cce53a0965da13f9","priority":"normal","owner":0,"host":"vm","age":0,"expires_after":86400}' ]
 	run at 1000 policy list

@@ -189,10 +189,10 @@ load lib
 	id=$(at 100 acquire k --concurrency 3 --ttl 1h --priority high)
 	run at 160 inspect k
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = "k algorithm=gcra limit=1/1m burst=1 remaining=1 retry_after=0s reset_after=0s" ]
-	[ "${lines[1]}" = "k lease=$id priority=high owner=none host=$(hostname) age=1m expires_after=59m" ]
+	[ "${lines[1]}" = "gcra           1/1m         1          -          -          -          1       k" ]
+	[ "${lines[2]}" = "k lease=$id priority=high owner=none host=$(hostname) age=1m expires_after=59m" ]
 	run at 4000 inspect k
-	[ "${#lines[@]}" -eq 1 ]
+	[ "${#lines[@]}" -eq 2 ]
 	run at 160 inspect --format json
 	[ "${#lines[@]}" -eq 2 ]
 	run at 160 inspect only-leases

@@ -154,3 +154,63 @@ load lib
 	[ "$(field retry_after "$output")" = 0.5 ]
 	[ "$(field reset_after "$output")" = 1 ]
 }
+
+@test "inspect in text: an aligned table, a row per limit, the key last and escaped" {
+	at 100 consume 'c d' --limit '2/1s;10/1m'
+	at 100 consume lock --limit 1/1h --lockout 10m
+	at 100 consume lock --limit 1/1h --lockout 10m || true
+	at 100 acquire jobs --concurrency 2 >/dev/null
+	at 100 acquire jobs --concurrency 2 >/dev/null
+	at 100 consume "$(printf 'esc\033[31m')" --limit 1/1s
+	run --separate-stderr at 100.5 inspect
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = "ALGORITHM      LIMIT        REMAINING  RETRY      RESET      LOCKOUT    LEASES  KEY" ]
+	[ "${lines[1]}" = "gcra           2/1s         2          -          -          -          -       c d" ]
+	[ "${lines[2]}" = "gcra           10/1m        9          -          5.5s       -          -       c d" ]
+	[ "${lines[3]}" = 'gcra           1/1s         0          0.5s       0.5s       -          -       esc\x1b[31m' ]
+	[ "${lines[4]}" = "-              -            -          -          -          9m59s      -       lock" ]
+	[ "${lines[5]}" = "-              -            -          -          -          -          2       jobs" ]
+	if grep -q $'\033' <<<"$output"; then return 1; fi
+}
+
+@test "inspect of a compound key: one record in json and shell, the binding limit's" {
+	at 100 consume c --limit '2/1s;10/1m'
+	at 100 consume c --limit '2/1s;10/1m'
+	run at 100 inspect c --format shell
+	[ "$(grep -c '^THROTTLE_LIMIT=' <<<"$output")" = 1 ]
+	eval "$output"
+	[ "$THROTTLE_LIMIT" = 2 ]
+	[ "$THROTTLE_PERIOD" = 1 ]
+	[ "$THROTTLE_REMAINING" = 0 ]
+	[ "$THROTTLE_RETRY_AFTER" = 0.5 ]
+	[ "$THROTTLE_RESET_AFTER" = 1 ]
+	run at 100 inspect c --format json
+	[ "${#lines[@]}" = 1 ]
+	[ "$(field limit "$output")" = 2 ]
+	[[ "$output" == *'"limits":[{"limit":2,'*'},{"limit":10,"period":60,"burst":10,"remaining":8,'* ]]
+}
+
+@test "a shedder shows in inspect, goes with reset, and gc forgets it once idle" {
+	at 100 shed w --utilization 0.9 --seed 1 >/dev/null
+	run --separate-stderr at 101 inspect w --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"key":"w","shedding_amount":'*',"changed_ago":1}' ]]
+	run --separate-stderr at 101 inspect
+	[[ "${lines[1]}" == "shedder        -0."*" w" ]]
+	"$THROTTLE" reset w
+	run --separate-stderr at 101 inspect w
+	[ "$status" -eq 1 ]
+	at 100 shed w --utilization 0.9 --seed 1 >/dev/null
+	at 100000 gc >/dev/null
+	run --separate-stderr at 100000 inspect w
+	[ "$status" -eq 1 ]
+}
+
+@test "policy list and inspect --names escape control characters" {
+	"$THROTTLE" policy set "$(printf 'p\033x')" --limit 1/1s
+	run "$THROTTLE" policy list
+	[ "$output" = 'p\x1bx --limit 1/1s' ]
+	at 100 consume "$(printf 'k\033y')" --limit 1/1s
+	run at 100 inspect --names
+	[ "$output" = 'k\x1by' ]
+}
