@@ -1,13 +1,41 @@
 # bash completion for throttle(1)
 
+# The keys of the store the line names: --db FILE or --db=FILE on the
+# line, else THROTTLE_DB=... before throttle on the line, else the
+# environment's.
 _throttle_keys()
 {
-	throttle inspect --names 2>/dev/null
+	local db="" w i
+	for ((i = 1; i < ${#words[@]} - 1; i++)); do
+		w=${words[i]}
+		[[ $w == -- ]] && break
+		case $w in
+		--db) db=${words[i + 1]} ;;
+		--db=*) db=${w#--db=} ;;
+		esac
+	done
+	if [[ -z $db && $COMP_LINE =~ (^|[[:space:]])THROTTLE_DB=([^[:space:]]+)[[:space:]] ]]; then
+		db=${BASH_REMATCH[2]}
+	fi
+	db=${db#[\"\']}
+	db=${db%[\"\']}
+	[[ $db == "~/"* ]] && db=$HOME/${db#"~/"}
+	if [[ -n $db ]]; then
+		throttle --db "$db" inspect --names 2>/dev/null
+	else
+		throttle inspect --names 2>/dev/null
+	fi
 }
 
 _throttle()
 {
-	local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+	# the words as the shell would split them on blanks alone: readline
+	# also breaks at ':' (COMP_WORDBREAKS), which would split login:alice
+	local line=${COMP_LINE:0:COMP_POINT} words=() cur prev
+	read -ra words <<<"$line"
+	[[ -z $line || $line == *[[:space:]] ]] && words+=("")
+	cur=${words[${#words[@]} - 1]}
+	prev=${words[${#words[@]} - 2]}
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
 	local decide="--limit --burst --algorithm --granularity --cost --lockout --wait"
@@ -24,14 +52,32 @@ _throttle()
 	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) return ;;
 	esac
-	for ((i = 1; i < COMP_CWORD; i++)); do
-		w=${COMP_WORDS[i]}
+	for ((i = 1; i < ${#words[@]} - 1; i++)); do
+		w=${words[i]}
 		case $w in
+		--) break ;;
 		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) ((i++)) ;;
 		-*) ;;
 		*) cmd=$w; break ;;
 		esac
 	done
+	if [[ $cmd == run ]]; then
+		# after --, the command and its own words
+		for ((i = 1; i < ${#words[@]} - 1; i++)); do
+			[[ ${words[i]} == -- ]] || continue
+			if declare -F _command_offset >/dev/null; then
+				for ((i = 1; i < COMP_CWORD; i++)); do
+					[[ ${COMP_WORDS[i]} == -- ]] && break
+				done
+				_command_offset $((i + 1))
+			elif ((i == ${#words[@]} - 2)); then
+				COMPREPLY=($(compgen -c -- "$cur"))
+			else
+				COMPREPLY=($(compgen -f -- "$cur"))
+			fi
+			return
+		done
+	fi
 	if [[ $cur == -* ]]; then
 		case $cmd in
 		consume|check) COMPREPLY=($(compgen -W "$decide $global" -- "$cur")) ;;
@@ -53,8 +99,17 @@ _throttle()
 	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
 	gc | verify | batch) ;;
 	*)
-		local IFS=$'\n'
-		COMPREPLY=($(compgen -W "$(_throttle_keys)" -- "$cur"))
+		local IFS=$'\n' k
+		COMPREPLY=()
+		while read -r k; do
+			[[ $k == "$cur"* ]] && COMPREPLY+=("$k")
+		done < <(_throttle_keys)
+		# readline replaces only what follows the last ':' of the word
+		if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+			for i in "${!COMPREPLY[@]}"; do
+				COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*:}"}"}
+			done
+		fi
 		;;
 	esac
 }

@@ -1,8 +1,38 @@
 # fish completion for throttle(1)
 
 set -l commands consume check release inspect reset acquire renew run shed policy gc verify batch help
+# The keys of the store the line names: --db FILE or --db=FILE on the
+# line, else THROTTLE_DB=... before throttle, else the environment's.
 function __throttle_keys
-	throttle inspect --names 2>/dev/null
+	set -l toks (commandline -opc)
+	set -l db
+	set -l i 1
+	while test $i -le (count $toks)
+		switch $toks[$i]
+			case --
+				break
+			case --db
+				set i (math $i + 1)
+				set db --db $toks[$i]
+			case '--db=*'
+				set db --db (string replace -- --db= '' $toks[$i])
+			case 'THROTTLE_DB=*'
+				test -n "$db"; or set db --db (string replace -- THROTTLE_DB= '' $toks[$i])
+		end
+		set i (math $i + 1)
+	end
+	throttle $db inspect --names 2>/dev/null
+end
+
+# run ... -- COMMAND: past the --, complete as for the command itself
+function __throttle_after_dashdash
+	contains -- -- (commandline -opc)
+end
+function __throttle_command
+	set -l toks (commandline -opc)
+	set -l i (contains -i -- -- $toks)
+	set -l rest $toks[(math $i + 1)..-1]
+	complete -C (string join ' ' -- $rest (commandline -ct))
 end
 
 complete -c throttle -f
@@ -27,7 +57,8 @@ complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen
 complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -d 'once refused, stay refused this long'
 complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
 complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
-complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew run shed" -a '(__throttle_keys)'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew run shed; and not __throttle_after_dashdash" -a '(__throttle_keys)'
+complete -c throttle -n "__fish_seen_subcommand_from run; and __throttle_after_dashdash" -a '(__throttle_command)'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l reserve -x -d 'slots kept for critical work'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'

@@ -52,7 +52,7 @@ acquire_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	else {
 		rec_secs(r, "retry_after",
 		    seen.soonest ? seen.soonest - c->now : -1, 0);
-		concurrency_refused(a, seen.active, ans);
+		concurrency_refused(a, &seen, NULL, ans);
 		ans->rc = EXIT_REFUSED;
 	}
 }

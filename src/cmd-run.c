@@ -300,23 +300,30 @@ store_failed(struct ctx *c, const struct args *a, struct answer *ans)
 	return rc == EXIT_ALLOWED ? EXIT_ALLOWED : -2;
 }
 
-/* --limit: consume, then become the command (or give the unit back). */
-static void
-run_limited(struct ctx *c, const struct args *a, struct answer *ans)
+enum { CHARGE_STOP, CHARGE_DONE, CHARGE_OPEN };
+
+/*
+ * --limit: consume one unit (--cost), waiting if --wait says so.
+ * CHARGE_DONE charged, CHARGE_OPEN a store error that --on-error allow
+ * lets through uncharged, CHARGE_STOP refused or failed (the answer says
+ * why and has the exit status).
+ */
+static int
+charge(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct keywork k;
 	char why[64], t[32];
-	int rc, err, charged = 0;
+	int rc;
 
 	keystate_init(&k, a->key, a->keylen);
 	rc = rate_wait(c, a, &k, ans);
 	keystate_free(&k);
 	if (rc == -1 && (rc = store_failed(c, a, ans)) == EXIT_ALLOWED)
-		goto run; /* --on-error allow: fail open, charging nothing */
+		return CHARGE_OPEN; /* --on-error allow: fail open */
 	if (rc != EXIT_ALLOWED && rc != EXIT_REFUSED) {
 		if (rc > 0)
 			ans->rc = rc;
-		return;
+		return CHARGE_STOP;
 	}
 	if (!k.d.allowed) {
 		if (ans->msg_kind != MSG_NONE && !c->quiet)
@@ -325,18 +332,27 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 		snprintf(why, sizeof(why), "%s, retry in %s",
 		    k.lk.until > k.now ? "locked out" : "throttled", t);
 		refused(a, why, ans);
-		return;
+		return CHARGE_STOP;
 	}
-	charged = 1;
-run:
+	return CHARGE_DONE;
+}
+
+/* --limit: consume, then become the command (or give the unit back). */
+static void
+run_limited(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	int err, charged;
+
+	if ((charged = charge(c, a, ans)) == CHARGE_STOP)
+		return;
 	fflush(NULL);
 	signal(SIGPIPE, SIG_DFL);
 	execvp(a->command[0], a->command);
 	err = errno;
 	signal(SIGPIPE, SIG_IGN);
 	log_msg("run: %s: %s%s", a->command[0], strerror(err),
-	    charged ? "; its unit is given back" : "");
-	if (charged)
+	    charged == CHARGE_DONE ? "; its unit is given back" : "");
+	if (charged == CHARGE_DONE)
 		rate_refund(c, a);
 	ans->rc = cannot_run(err);
 }
@@ -368,8 +384,8 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	struct lease l, who;
 	struct slots_seen seen;
 	struct job j;
-	char why[64];
-	int status, ran, taken, failed = 0;
+	int64_t mono0 = clock_monotonic();
+	int status, ran, taken, failed = 0, charged = 0;
 
 	if (concurrency_check(a, "run", ans) == -1)
 		return;
@@ -395,19 +411,31 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	if (taken != 1) {
 		cancel_job(&j);
 		if (taken == 0) {
-			if (a->concurrency == 1)
-				snprintf(why, sizeof(why),
-				    "has its one slot held");
-			else
-				snprintf(why, sizeof(why),
-				    "has all %lld slots held",
-				    (long long)a->concurrency);
-			refused(a, why, ans);
+			concurrency_refused(a, &seen, a->command[0], ans);
+			ans->rc = a->conflict_exit_code;
 		} else if (taken > 1)
 			ans->rc = taken; /* a signal cut the wait short */
 		return;
 	}
+	if (a->nlimits > 0) {
+		/* --limit too: the slot first, so a busy key charges nothing */
+		struct args b = *a;
+
+		if (b.wait_max > 0) {
+			b.wait_max -= clock_monotonic() - mono0;
+			if (b.wait_max < 0)
+				b.wait_max = 0;
+		}
+		if ((charged = charge(c, &b, ans)) == CHARGE_STOP) {
+			cancel_job(&j);
+			release(c, a, &l);
+			return;
+		}
+		ctx_close(c);
+	}
 	status = run_job(a, &j, &ran);
+	if (!ran && charged == CHARGE_DONE)
+		rate_refund(c, a); /* not found or not executable */
 	if (ran && group_lingers(&j))
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    ": %s left processes running in its process group %ld; "
@@ -421,25 +449,25 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 static void
 run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	if ((a->nlimits > 0) == a->has_concurrency) {
+	if (a->nlimits == 0 && !a->has_concurrency) {
 		answer_usage(ans,
-		    "run: give --limit (a rate) or --concurrency (a number of "
-		    "slots), one of them");
+		    "run: give --limit (a rate), --concurrency (a number of "
+		    "slots), or both");
 		return;
 	}
-	if (a->nlimits > 0)
-		run_limited(c, a, ans);
-	else
+	if (a->has_concurrency)
 		run_slotted(c, a, ans);
+	else
+		run_limited(c, a, ans);
 }
 
 const struct cmd_entry cmd_run_entry = {
 	.name = "run",
-	.args = "KEY --limit N/PERIOD [limit options] | --concurrency N "
-		"[lease options] [--wait [MAX]] [--conflict-exit-code N] -- "
+	.args = "KEY [--limit N/PERIOD [limit options]] [--concurrency N "
+		"[lease options]] [--wait [MAX]] [--conflict-exit-code N] -- "
 		"COMMAND [ARGS...]",
-	.summary = "run COMMAND if the limit allows it (a rate, or a slot held "
-		   "while it runs); exit with its status",
+	.summary = "run COMMAND if the limit allows it (a rate, a slot held "
+		   "while it runs, or both); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
 	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY |
 	    CMDOPT_OWNER | CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_RUN |

@@ -46,6 +46,10 @@ scan_one(const char *key, size_t keylen, const struct lease *l, void *arg)
 	s->active++;
 	if (l->expires != 0 && (s->soonest == 0 || l->expires < s->soonest))
 		s->soonest = l->expires;
+	if (!s->has_oldest || l->acquired < s->oldest.acquired) {
+		s->oldest = *l;
+		s->has_oldest = 1;
+	}
 	if (sc->find != NULL && strcmp(l->id, sc->find) == 0) {
 		s->found = *l;
 		s->has_found = 1;
@@ -74,6 +78,7 @@ concurrency_scan(struct ctx *c, const char *key, size_t keylen, int write,
 	sc.now = c->now;
 	sc.find = find;
 	sc.seen = seen;
+	seen->now = c->now;
 	if (store_lease_list(c->store, key, keylen, scan_one, &sc) == -1)
 		rc = -1;
 	for (i = 0; rc == 0 && write && i < sc.ndead; i++)
@@ -100,6 +105,9 @@ concurrency_check(const struct args *a, const char *cmd, struct answer *ans)
 		    (long long)a->reserve, (long long)a->concurrency);
 	return 0;
 }
+
+static void
+held_line(const struct args *, const struct slots_seen *, char *, size_t);
 
 struct take {
 	const struct args *a;
@@ -184,7 +192,8 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
     int64_t ttl, struct lease *l, struct slots_seen *seen, struct answer *ans)
 {
 	int64_t start = c->now, mono0 = clock_monotonic(), waited, nap;
-	int taken, sig;
+	char what[HOST_MAX + 256], m[32];
+	int taken, sig, said = 0;
 
 	for (;;) {
 		taken = concurrency_take(c, a, who, ttl, l, seen, ans);
@@ -199,28 +208,94 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 		nap += (int64_t)(host_random() % (uint64_t)(nap / 10 + 10000));
 		if (a->wait_max >= 0 && nap > a->wait_max - waited)
 			nap = a->wait_max - waited;
+		if (!said && !c->quiet) {
+			/* once: what it waits for, and at most how long */
+			held_line(a, seen, what, sizeof(what));
+			if (a->wait_max >= 0)
+				output_human(m, sizeof(m), a->wait_max);
+			log_key(a->key, a->keylen,
+			    " %s, waiting for a slot%s%s%s", what,
+			    a->wait_max >= 0 ? " (--wait at most " : "",
+			    a->wait_max >= 0 ? m : "",
+			    a->wait_max >= 0 ? ")" : "");
+			said = 1;
+		}
 		if ((sig = clock_sleep(nap)) != 0)
 			return 128 + sig;
 		c->now = start + (clock_monotonic() - mono0);
 	}
 }
 
-/* The refusal line: all slots held (active of them live). */
-void
-concurrency_refused(const struct args *a, int64_t active, struct answer *ans)
+/*
+ * Who holds the oldest lease, for a refusal line: "pid 4242 on web1, for
+ * 3m2s" or "lease 3e58..., no owner, for 12s".
+ */
+static void
+holder(const struct slots_seen *s, char *buf, size_t len)
 {
-	if (a->priority != PRIO_CRITICAL && active < a->concurrency)
-		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-		    ": %lld of %lld slots are held and the rest are "
-		    "reserved for critical work, retry later",
-		    (long long)active, (long long)a->concurrency);
-	else if (a->concurrency == 1)
-		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-		    ": its one slot is held, retry later");
+	const struct lease *l = &s->oldest;
+	char host[HOST_MAX + 8], held[32];
+	struct host me;
+
+	host_self(&me);
+	host[0] = 0;
+	if (l->pid > 0 && l->host[0] != 0 && strcmp(l->host, me.name) != 0)
+		snprintf(host, sizeof(host), " on %s", l->host);
+	output_human(held, sizeof(held),
+	    s->now > l->acquired ? s->now - l->acquired : 0);
+	if (l->pid > 0)
+		snprintf(buf, len, "pid %lld%s, for %s", (long long)l->pid,
+		    host, held);
 	else
-		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-		    ": all %lld slots are held, retry later",
+		snprintf(buf, len, "lease %s, no owner, for %s", l->id, held);
+}
+
+/* "has all 2 slots held (longest: pid 4242, for 3m2s)" */
+static void
+held_line(const struct args *a, const struct slots_seen *s, char *buf,
+    size_t len)
+{
+	char who[HOST_MAX + 96];
+
+	if (a->priority != PRIO_CRITICAL && s->active < a->concurrency)
+		snprintf(buf, len,
+		    "has %lld of %lld slots held and the rest reserved "
+		    "for critical work",
+		    (long long)s->active, (long long)a->concurrency);
+	else if (a->concurrency == 1)
+		snprintf(buf, len, "has its one slot held");
+	else
+		snprintf(buf, len, "has all %lld slots held",
 		    (long long)a->concurrency);
+	if (s->has_oldest) {
+		holder(s, who, sizeof(who));
+		snprintf(buf + strlen(buf), len - strlen(buf), " (%s%s)",
+		    s->active > 1 ? "longest: " : "", who);
+	}
+}
+
+/*
+ * The refusal line, one shape with consume's ("KEY throttled, retry in
+ * 12.5s"): "KEY has its one slot held (pid 4242, for 3m2s), retry later",
+ * naming the lease held longest; then "; not running CMD" for run.
+ */
+void
+concurrency_refused(const struct args *a, const struct slots_seen *s,
+    const char *cmd, struct answer *ans)
+{
+	char what[HOST_MAX + 256], retry[48], t[32], tail[64];
+
+	held_line(a, s, what, sizeof(what));
+	if (s->soonest > s->now) {
+		output_human(t, sizeof(t), s->soonest - s->now);
+		snprintf(retry, sizeof(retry), "retry in %s", t);
+	} else
+		snprintf(retry, sizeof(retry), "retry later");
+	tail[0] = 0;
+	if (cmd != NULL)
+		snprintf(tail, sizeof(tail), "; not running %.40s", cmd);
+	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s, %s%s", what,
+	    retry, tail);
 }
 
 struct free_one {

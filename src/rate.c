@@ -256,7 +256,7 @@ say_waiting(const struct ctx *c, const struct args *a, const struct keywork *k,
 	output_human(t, sizeof(t), k->d.retry_after);
 	if (a->wait_max >= 0)
 		output_human(m, sizeof(m), a->wait_max);
-	log_key(a->key, a->keylen, ": %s, waiting %s for it%s%s%s",
+	log_key(a->key, a->keylen, " %s, waiting %s for it%s%s%s",
 	    k->lk.until > k->now ? "locked out" : "throttled", t,
 	    a->wait_max >= 0 ? " (--wait at most " : "",
 	    a->wait_max >= 0 ? m : "", a->wait_max >= 0 ? ")" : "");

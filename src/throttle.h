@@ -461,6 +461,9 @@ struct slots_seen {
 	int64_t soonest; /* the earliest expiry of a live lease; 0: none */
 	int has_found; /* the lease looked for is live */
 	struct lease found;
+	int has_oldest; /* oldest: the live lease held longest */
+	struct lease oldest;
+	int64_t now; /* when they were counted */
 };
 int concurrency_scan(struct ctx *, const char *, size_t, int, const char *,
     struct slots_seen *);
@@ -469,7 +472,8 @@ int concurrency_take(struct ctx *, const struct args *, const struct lease *,
     int64_t, struct lease *, struct slots_seen *, struct answer *);
 int concurrency_wait(struct ctx *, const struct args *, const struct lease *,
     int64_t, struct lease *, struct slots_seen *, struct answer *);
-void concurrency_refused(const struct args *, int64_t, struct answer *);
+void concurrency_refused(const struct args *, const struct slots_seen *,
+    const char *, struct answer *);
 int concurrency_free(struct ctx *, const char *, size_t, const char *,
     struct answer *);
 

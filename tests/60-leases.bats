@@ -18,7 +18,9 @@ load lib
 	run --separate-stderr "$THROTTLE" acquire k --concurrency 5
 	[ "$status" -eq 1 ]
 	[ "$output" = "" ]
-	[ "$stderr" = "throttle: k: all 5 slots are held, retry later" ]
+	# one shape with consume's: what holds it, and when to retry (the
+	# soonest TTL, 1h by default)
+	[[ "$stderr" =~ ^"throttle: k has all 5 slots held (longest: lease "[0-9a-f]{16}", no owner, for "[0-9.]+"s), retry in 59m59"(\.[0-9]+)?s$ ]]
 }
 
 @test "acquire: json and shell output" {
@@ -156,7 +158,7 @@ load lib
 	for n in $(seq 8); do "$THROTTLE" acquire f "${L[@]}" >/dev/null; done
 	run --separate-stderr "$THROTTLE" acquire f "${L[@]}"
 	[ "$status" -eq 1 ]
-	[[ "$stderr" == *"8 of 10 slots are held and the rest are reserved for critical work"* ]]
+	[[ "$stderr" == "throttle: f has 8 of 10 slots held and the rest reserved for critical work (longest: lease "* ]]
 	run "$THROTTLE" acquire f "${L[@]}" --priority low
 	[ "$status" -eq 1 ]
 	run "$THROTTLE" acquire f "${L[@]}" --priority high

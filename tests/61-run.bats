@@ -66,7 +66,7 @@ load lib
 	run --separate-stderr "$THROTTLE" run busy --concurrency 1 -- touch ran
 	[ "$status" -eq 75 ]
 	[ ! -e ran ]
-	[ "$stderr" = "throttle: busy has its one slot held; not running touch" ]
+	[[ "$stderr" =~ ^"throttle: busy has its one slot held (pid $wrapper, for "[0-9.]+"s), retry later; not running touch"$ ]]
 	kill -TERM "$wrapper"
 	wait "$wrapper" || true
 }
@@ -164,8 +164,7 @@ wait_gone() {
 @test "run needs a rate or a slot count, a key, and a command after --" {
 	run "$THROTTLE" run k -- true
 	[ "$status" -eq 2 ]
-	run "$THROTTLE" run k --limit 1/1s --concurrency 1 -- true
-	[ "$status" -eq 2 ]
+	[[ "$output" == *"give --limit (a rate), --concurrency (a number of slots), or both"* ]]
 	run "$THROTTLE" run k --limit 1/1s
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"no command to run"* ]]
@@ -175,4 +174,36 @@ wait_gone() {
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" run k --limit 1/1s --conflict-exit-code 256 -- true
 	[ "$status" -eq 2 ]
+}
+
+@test "run --limit --concurrency: once a day and never two at once" {
+	# README Recipes: "Both at once, as flock around a quota would"
+	"$THROTTLE" run r --limit 2/1d --concurrency 1 -- sleep 3 &
+	wrapper=$!
+	sleep 0.5
+	# the slot is held: refused, and the rate is not charged for it
+	run --separate-stderr "$THROTTLE" run r --limit 2/1d --concurrency 1 -- touch ran
+	[ "$status" -eq 75 ]
+	[ ! -e ran ]
+	[[ "$stderr" == "throttle: r has its one slot held (pid $wrapper, for "*"), retry later; not running touch" ]]
+	# --wait waits for the slot, says so, then takes the second unit
+	run --separate-stderr "$THROTTLE" run r --limit 2/1d --concurrency 1 --wait 10s -- touch ran
+	[ "$status" -eq 0 ]
+	[ -e ran ]
+	[[ "$stderr" == "throttle: r has its one slot held (pid $wrapper, for "*"), waiting for a slot (--wait at most 10s)" ]]
+	wait "$wrapper"
+	# the slot is free but the day's two units are spent: refused
+	run --separate-stderr "$THROTTLE" run r --limit 2/1d --concurrency 1 -- touch again
+	[ "$status" -eq 75 ]
+	[ ! -e again ]
+	[[ "$stderr" == "throttle: r throttled, retry in 11h59m5"*"s; not running touch" ]]
+	# and the refused call left no slot behind
+	run "$THROTTLE" inspect r --format json
+	[[ "$output" == *'"remaining":0'* && "$output" != *'"lease":'* ]]
+	# a command that cannot be executed frees the slot and gives the unit back
+	run "$THROTTLE" run s --limit 1/1d --concurrency 1 -- ./no-such-command
+	[ "$status" -eq 127 ]
+	run "$THROTTLE" run s --limit 1/1d --concurrency 1 -- touch s-ran
+	[ "$status" -eq 0 ]
+	[ -e s-ran ]
 }

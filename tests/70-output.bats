@@ -214,3 +214,17 @@ load lib
 	run at 100 inspect --names
 	[ "$output" = 'k\x1by' ]
 }
+
+@test "--wait says on stderr what it waits for, how long, and at most; -q silences it" {
+	"$THROTTLE" consume k --limit 1/300ms
+	run --separate-stderr "$THROTTLE" consume k --limit 1/300ms --wait 5s
+	[ "$status" -eq 0 ]
+	[[ "$stderr" =~ ^"throttle: k throttled, waiting 0."[0-9]+"s for it (--wait at most 5s)"$ ]]
+	run --separate-stderr "$THROTTLE" -q consume k --limit 1/300ms --wait
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	"$THROTTLE" acquire s --concurrency 1 --ttl 300ms >/dev/null
+	run --separate-stderr "$THROTTLE" acquire s --concurrency 1 --wait
+	[ "$status" -eq 0 ]
+	[[ "$stderr" =~ ^"throttle: s has its one slot held (lease "[0-9a-f]{16}", no owner, for "[0-9.]+"s), waiting for a slot"$ ]]
+}

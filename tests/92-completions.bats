@@ -24,8 +24,19 @@ bash_offers() {
 		source /usr/share/bash-completion/bash_completion
 		source "$0"
 		complete -p throttle | grep -q -- "-F _throttle" || exit 3
-		read -ra COMP_WORDS <<<"$1"
-		[[ $1 == *" " ]] && COMP_WORDS+=("")
+		# split as readline does: at blanks, and around each ":"
+		# (COMP_WORDBREAKS), so login:a is "login" ":" "a"
+		read -ra blank <<<"$1"
+		[[ $1 == *" " ]] && blank+=("")
+		COMP_WORDS=()
+		for w in "${blank[@]}"; do
+			while [[ $w == *:* ]]; do
+				[[ -n ${w%%:*} ]] && COMP_WORDS+=("${w%%:*}")
+				COMP_WORDS+=(":")
+				w=${w#*:}
+			done
+			[[ -n $w || ${#COMP_WORDS[@]} -eq 0 || $w == "${blank[-1]}" ]] && COMP_WORDS+=("$w")
+		done
 		COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
 		COMP_LINE=$1
 		COMP_POINT=${#1}
@@ -53,9 +64,28 @@ check_all_four() {
 	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys: $output"; return 1; }
 }
 
+# check_more SHELL COLON: keys holding ':' (bash offers what follows the
+# last ':', as readline then replaces only that), commands after run's
+# --, and the keys of the store --db or THROTTLE_DB names on the line
+check_more() {
+	local shell=$1 colon=$2
+	run "${shell}_offers" "throttle consume login:a"
+	[ "$(echo $output)" = "$colon" ] || { echo "$shell: login:a: $output"; return 1; }
+	run "${shell}_offers" "throttle run k --limit 1/1d -- tru"
+	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after --: $output"; return 1; }
+	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1s
+	run "${shell}_offers" "throttle --db $TMP/other.db consume el"
+	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
+	run "${shell}_offers" "throttle consume --db=$TMP/other.db el"
+	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db=: $output"; return 1; }
+	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle consume el"
+	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
+}
+
 @test "bash (with bash-completion) completes commands, options, values and keys" {
 	[ -f /usr/share/bash-completion/bash_completion ] || skip "needs bash-completion (apt-get install bash-completion)"
 	check_all_four bash
+	check_more bash alice
 	run bash_offers "throttle acquire k --priority "
 	[ "$(echo $output)" = "critical high low normal" ]
 }
@@ -63,9 +93,11 @@ check_all_four() {
 @test "zsh completes commands, options, values and keys" {
 	command -v zsh >/dev/null || skip "needs zsh (apt-get install zsh)"
 	check_all_four zsh
+	check_more zsh login:alice
 }
 
 @test "fish completes commands, options, values and keys" {
 	command -v fish >/dev/null || skip "needs fish (apt-get install fish)"
 	check_all_four fish
+	check_more fish login:alice
 }

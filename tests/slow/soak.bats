@@ -43,7 +43,7 @@ load ../lib
 	done
 	wait
 	[ ! -s "$TMP/errors" ] || { head "$TMP/errors"; return 1; }
-	if grep -v 'throttled, retry in\|slots are held\|slot is held' "$TMP/stderr" | grep .; then
+	if grep -v 'throttled, retry in\|slots held\|slot held' "$TMP/stderr" | grep .; then
 		return 1
 	fi
 	if grep 'locked' "$TMP/stderr"; then
