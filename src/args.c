@@ -528,6 +528,15 @@ args_apply(struct args *a, const char *name, const char *value)
 	return d->set != NULL ? d->set(a, d, value) : 0;
 }
 
+/* Nonzero if a's command takes option --name. */
+int
+args_takes(const struct args *a, const char *name)
+{
+	const struct option_def *d = find_long(name, strlen(name));
+
+	return d != NULL && a->cmd != NULL && (d->flag & a->cmd->options);
+}
+
 /* Nonzero if the command line gave option --name. */
 int
 args_given(const struct args *a, const char *name)

@@ -63,21 +63,36 @@ cmd_find(const char *name)
 
 /*
  * Complete a parsed command line once its context is built: the key's
- * policy, when the command line gives no limit of its own, then the
- * limits.  0, or -1 with the answer set.
+ * policy, option by option under the command line's, then the limits.
+ * 0, or -1 with the answer set.
  */
 int
 cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 {
 	char err[1024];
+	size_t n;
 
-	if (a->cmd->uses_policy && a->key != NULL && a->ls.n == 0 &&
-	    !a->has_concurrency && policy_find(c, a, ans) == -1)
-		return -1;
+	if (a->cmd->uses_policy && a->key != NULL && store_may_exist(c->db)) {
+		/* with limits of its own the command goes on to decide:
+		 * open its store now and look the policy up in it (without,
+		 * the lookup reads and creates nothing) */
+		if ((a->ls.n > 0 || a->has_concurrency) &&
+		    ctx_store(c, ans) == NULL)
+			return -1;
+		if (policy_find(c, a, ans) == -1)
+			return -1;
+	}
 	if ((a->cmd->options & CMDOPT_LIMIT) &&
 	    limit_settle(&a->ls, a->cmd->name, a->limits, &a->nlimits, err,
-		sizeof(err)) == -1)
+		sizeof(err)) == -1) {
+		/* never blame an option the user did not give unsaid */
+		if (a->policy != NULL && a->policy_took[0] != '\0' &&
+		    (n = strlen(err)) < sizeof(err) - 1)
+			snprintf(err + n, sizeof(err) - n,
+			    " (the policy '%.64s' gives %.128s)", a->policy,
+			    a->policy_took);
 		return answer_usage(ans, "%s", err);
+	}
 	return 0;
 }
 

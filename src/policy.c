@@ -3,8 +3,9 @@
  * administrator sets once (throttle policy set NAME ...), kept in the
  * store as its options normalized to "--name value ...".  A key given
  * without limit options uses the policy named like it, or like its
- * longest prefix before a ':' ("login" governs "login:alice"); options on
- * the command line override the policy's one by one.
+ * longest prefix before a ':' ("login" governs "login:alice"), and so
+ * does a key given with some of them: options on the command line
+ * override the policy's one by one (policy_merge()).
  *
  * policy_merge() and policy_spec() are pure (unit-tested); policy_find()
  * reads the store.
@@ -29,24 +30,52 @@ policy_option(const char *name)
 }
 
 /*
+ * Nonzero if the policy's option name gives way to the command line: the
+ * command line gave it; the command does not take it (a rate policy's
+ * --limit for acquire); or it is measured against one the command line
+ * gave: --burst and --granularity belong with the limit and algorithm
+ * they were set for, --reserve with its --concurrency.
+ */
+static int
+overridden(const struct args *a, const char *name)
+{
+	if (args_given(a, name) || !args_takes(a, name))
+		return 1;
+	if (strcmp(name, "burst") == 0 || strcmp(name, "granularity") == 0)
+		return args_given(a, "limit") || args_given(a, "algorithm");
+	if (strcmp(name, "reserve") == 0)
+		return args_given(a, "concurrency");
+	return 0;
+}
+
+/*
  * Merge a policy's options (spec, "--name value ...", changed in place)
- * into a: each option the command line did not give.  0, or -1 if the
- * policy holds something throttle would not store.
+ * into a, option by option: each one the command line does not override
+ * (overridden()).  The options taken go into a->policy_took as "--name
+ * value ...", for a message that must say where a value came from.  0,
+ * or -1 if the policy holds something throttle would not store.
  */
 int
 policy_merge(struct args *a, char *spec)
 {
 	char *name, *value, *save = NULL;
+	size_t n = 0;
+	int w;
 
+	a->policy_took[0] = '\0';
 	for (name = strtok_r(spec, " ", &save); name != NULL;
 	     name = strtok_r(NULL, " ", &save)) {
 		if (strncmp(name, "--", 2) != 0 || !policy_option(name + 2) ||
 		    (value = strtok_r(NULL, " ", &save)) == NULL)
 			return -1;
-		if (args_given(a, name + 2))
-			continue; /* the command line's wins */
+		if (overridden(a, name + 2))
+			continue;
 		if (args_apply(a, name + 2, value) == -1)
 			return -1;
+		w = snprintf(a->policy_took + n, sizeof(a->policy_took) - n,
+		    "%s%s %s", n ? " " : "", name, value);
+		if (w > 0 && (size_t)w < sizeof(a->policy_took) - n)
+			n += (size_t)w;
 	}
 	return 0;
 }
@@ -105,22 +134,11 @@ static int
 lookup(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct lookup *l = arg;
-	size_t n = l->a->keylen;
 
-	for (;;) {
-		memcpy(l->name, l->a->key, n);
-		l->name[n] = '\0';
-		if ((l->found = store_policy_get(c->store, l->name, l->spec,
-			 POLICY_MAX)) == -1)
-			return ctx_fail(c, ans);
-		if (l->found)
-			return 0;
-		while (n > 0 && l->a->key[n - 1] != ':')
-			n--;
-		if (n == 0)
-			return 0;
-		n--; /* drop the ':' */
-	}
+	if ((l->found = store_policy_find(c->store, l->a->key, l->a->keylen,
+		 l->name, l->spec, POLICY_MAX)) == -1)
+		return ctx_fail(c, ans);
+	return 0;
 }
 
 /*

@@ -687,6 +687,66 @@ get_policy(struct rs *rs, const char *name, size_t nlen, store_rec_fn fn,
 	return ret;
 }
 
+/*
+ * The first of n policies there is, in one HMGET (store_policy_find()): a
+ * decision that may use a policy asks once, not once per prefix.
+ */
+static int
+rs_policy_first(void *p, char *const *names, const size_t *lens, int n,
+    store_rec_fn fn, void *arg)
+{
+	struct rs *rs = p;
+	size_t klen, *len = xmalloc((size_t)(n + 2) * sizeof(*len));
+	const char **argv = xmalloc((size_t)(n + 2) * sizeof(*argv));
+	char *k = policies_key(rs, &klen);
+	redisReply *r = NULL, *e;
+	int i, ret = -1;
+
+	argv[0] = "WATCH";
+	len[0] = 5;
+	argv[1] = k;
+	len[1] = klen;
+	if (rs->write) {
+		if ((r = run(rs, "reading a policy", 2, argv, len)) == NULL)
+			goto out;
+		freeReplyObject(r);
+		rs->watched = 1;
+	}
+	argv[0] = "HMGET";
+	len[0] = 5;
+	for (i = 0; i < n; i++) {
+		argv[i + 2] = names[i];
+		len[i + 2] = lens[i];
+	}
+	if ((r = run(rs, "reading a policy", n + 2, argv, len)) == NULL)
+		goto out;
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
+		reply_err(rs, NULL, "reading a policy");
+		goto out;
+	}
+	ret = 0;
+	for (i = 0; i < n && ret == 0; i++) {
+		e = r->element[i];
+		if (e->type == REDIS_REPLY_NIL)
+			continue;
+		if (e->type != REDIS_REPLY_STRING) {
+			reply_err(rs, NULL, "reading a policy");
+			ret = -1;
+		} else if (fn(arg, REC_POLICY, names[i], lens[i], e->str,
+			       e->len) == -1)
+			ret = -1;
+		else
+			ret = 1;
+	}
+out:
+	if (r != NULL)
+		freeReplyObject(r);
+	free(k);
+	free(argv);
+	free(len);
+	return ret;
+}
+
 static int
 rs_get(void *p, const char *key, size_t keylen, unsigned mask, store_rec_fn fn,
     void *arg)
@@ -1942,4 +2002,5 @@ const struct store_ops store_redis_ops = {
 	.scan = rs_scan,
 	.tidy = rs_tidy,
 	.now = rs_now,
+	.policy_first = rs_policy_first,
 };

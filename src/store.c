@@ -112,6 +112,18 @@ store_is_remote(const char *spec)
 }
 
 /*
+ * Nonzero if a store may be there to read: a Redis URL, or a file path
+ * that exists (or cannot be looked at: opening it says why).  A missing
+ * file holds no policy, so a decision need not look for one.
+ */
+int
+store_may_exist(const char *spec)
+{
+	return store_is_remote(spec) || access(spec, F_OK) == 0 ||
+	    errno != ENOENT;
+}
+
+/*
  * spec as messages may show it: a Redis URL without its user and
  * password (and query), a file path as it is.
  */
@@ -917,6 +929,68 @@ store_policy_get(struct store *st, const char *name, char *buf, size_t len)
 		policy_one, &g) == -1)
 		return g.bad ? bad_policy(st) : -1;
 	return g.found;
+}
+
+struct policy_first {
+	struct policy_get g;
+	char *name; /* KEY_MAX + 1 bytes */
+};
+
+static int
+policy_named(void *arg, int kind, const char *id, size_t idlen,
+    const char *data, size_t len)
+{
+	struct policy_first *f = arg;
+
+	memcpy(f->name, id, idlen);
+	f->name[idlen] = '\0';
+	return policy_one(&f->g, kind, id, idlen, data, len);
+}
+
+/*
+ * The policy that governs key: the one named like it, else like its
+ * longest prefix before a ':' ("login" governs "login:alice").  Its name
+ * into name (KEY_MAX + 1 bytes) and options into buf: 1 found, 0 none, -1
+ * error.  A store that can asks for every name in one round trip.
+ */
+int
+store_policy_find(struct store *st, const char *key, size_t keylen, char *name,
+    char *buf, size_t len)
+{
+	struct policy_first f = { { buf, len, 0, 0 }, name };
+	char *names[KEY_MAX + 1];
+	size_t lens[KEY_MAX + 1], n = keylen;
+	int nn = 0, i, r;
+
+	for (;;) {
+		if (nn == KEY_MAX + 1)
+			break;
+		names[nn] = (char *)key;
+		lens[nn++] = n;
+		while (n > 0 && key[n - 1] != ':')
+			n--;
+		if (n <= 1)
+			break;
+		n--; /* drop the ':' */
+	}
+	if (st->ops->policy_first != NULL) {
+		r = st->ops->policy_first(st->impl, names, lens, nn,
+		    policy_named, &f);
+		if (r == -1)
+			return f.g.bad ? bad_policy(st) : -1;
+		return f.g.found;
+	}
+	for (i = 0; i < nn; i++) {
+		if (st->ops->get(st->impl, key, lens[i], REC_MASK(REC_POLICY),
+			policy_one, &f.g) == -1)
+			return f.g.bad ? bad_policy(st) : -1;
+		if (f.g.found) {
+			memcpy(name, key, lens[i]);
+			name[lens[i]] = '\0';
+			return 1;
+		}
+	}
+	return 0;
 }
 
 /* Save a policy's options, replacing any earlier ones. */

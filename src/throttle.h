@@ -212,6 +212,7 @@ struct args {
 	int has_wait;
 	int64_t wait_max; /* -1: no bound */
 	const char *policy; /* the policy that supplied options, if any */
+	char policy_took[256]; /* the options it supplied, for messages */
 
 	/* leases */
 	int has_concurrency, has_ttl, has_owner, has_reserve;
@@ -441,6 +442,7 @@ int args_parse(int, char **, const struct cmd_entry *const *, struct args *);
 void args_free(struct args *);
 int args_apply(struct args *, const char *, const char *);
 int args_given(const struct args *, const char *);
+int args_takes(const struct args *, const char *);
 const char *args_option_name(const struct option_def *);
 int args_option_flag(const struct option_def *);
 void args_options(void (*)(const char *, char, const char *, int, const char *,
@@ -717,6 +719,11 @@ struct store_ops {
 	int (*verify)(void *, int);
 	/* nonzero if a reader found no file (a store with no keys), or NULL */
 	int (*missing)(void *);
+	/* the first of n policies there is, in one round trip: fn(arg,
+	 * REC_POLICY, its name, ...) and 1, or 0 if none; NULL: one get()
+	 * per name */
+	int (*policy_first)(void *, char *const *, const size_t *, int,
+	    store_rec_fn, void *);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
 struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
@@ -724,6 +731,7 @@ int store_unavailable(const struct store *);
 int ctx_may_fail_open(const struct ctx *);
 int store_check_spec(const char *, const char **);
 int store_is_remote(const char *);
+int store_may_exist(const char *);
 void store_display(const char *, char *, size_t);
 int store_now(struct store *, int64_t *);
 int store_has_clock(const struct store *);
@@ -743,6 +751,8 @@ int store_shed_list(struct store *,
 int store_lockout_list(struct store *,
     int (*)(const char *, size_t, const struct lockout *, void *), void *);
 int store_policy_get(struct store *, const char *, char *, size_t);
+int
+store_policy_find(struct store *, const char *, size_t, char *, char *, size_t);
 int store_policy_put(struct store *, const char *, const char *);
 int store_policy_del(struct store *, const char *);
 int store_policy_list(struct store *,

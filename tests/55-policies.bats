@@ -65,6 +65,47 @@ load lib
 	[ "$(field remaining "$output")" = 1 ]
 }
 
+@test "--limit on the command line keeps the policy's lockout and algorithm" {
+	"$THROTTLE" policy set login --limit 5/15m --lockout 1h --algorithm fixed-window
+	run at 100 consume login:eve --limit 1/1m --format json
+	[ "$status" -eq 0 ]
+	[ "$(field limit "$output")" = 1 ]
+	[ "$(field period "$output")" = 60 ]
+	[[ "$output" == *'"algorithm":"fixed-window"'* ]]
+	# refused: the policy's lockout starts, though the line named a limit
+	run --separate-stderr at 101 consume login:eve --limit 1/1m
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: login:eve locked out, retry in 1h" ]
+	run at 200 consume login:eve --limit 1/1m
+	[ "$status" -eq 1 ]
+}
+
+@test "an option the user did not give is never blamed" {
+	# --burst and --granularity belong with the policy's own limit and
+	# algorithm: a line that names another algorithm or limit drops them
+	"$THROTTLE" policy set mail --limit 100/1h --algorithm sliding-window --granularity 1m
+	run --separate-stderr at 100 consume mail:x --algorithm gcra --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"algorithm":"gcra"'* ]]
+	[ "$(field limit "$output")" = 100 ]
+	run --separate-stderr at 100 consume mail:y --limit 10/1s --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"algorithm":"sliding-window"'* ]]
+	"$THROTTLE" policy set api --limit 5/1s --burst 10
+	run at 100 consume api:x --algorithm fixed-window --format json
+	[ "$status" -eq 0 ]
+	[ "$(field burst "$output")" = 5 ]
+	# --reserve belongs with the policy's --concurrency
+	"$THROTTLE" policy set pool --concurrency 10 --reserve 5
+	run "$THROTTLE" acquire pool:a --concurrency 1
+	[ "$status" -eq 0 ]
+	# what the user gave and the policy cannot take is named, with the
+	# policy's part said as the policy's
+	run --separate-stderr at 100 consume mail:z --burst 3
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "throttle: --burst: sliding-window has no burst (only gcra does); leave --burst out (the policy 'mail' gives --limit 100/1h --algorithm sliding-window --granularity 1m)" ]
+}
+
 @test "a policy can hold a concurrency limit for acquire and run" {
 	"$THROTTLE" policy set staging --concurrency 1
 	"$THROTTLE" acquire staging >/dev/null
@@ -217,9 +258,10 @@ since() {
 	track $!
 	for _ in $(seq 100); do [ -e "$TMP/first.started" ] && break; sleep 0.05; done
 	# it runs only once the first job has ended
-	run "$THROTTLE" run r --concurrency 1 --wait=10s -- cat "$TMP/first"
+	run --separate-stderr "$THROTTLE" run r --concurrency 1 --wait=10s -- cat "$TMP/first"
 	[ "$status" -eq 0 ]
 	[ "$output" = done ]
+	[[ "$stderr" == "throttle: r has its one slot held (pid "*"), waiting for a slot (--wait at most 10s)" ]]
 }
 
 @test "lockout: 3/60s with --lockout 600s, the issue's example" {
