@@ -167,6 +167,7 @@ lint: throttle
 	mandoc -Tlint -W warning man/throttle.1 man/pam_throttle.8
 	sh tests/lint-names
 	sh tests/lint-bats
+	sh tests/lint-docs
 	clang-format --dry-run -Werror src/*.c src/*.h tests/unit/*.c \
 	    tests/unit/*.h fuzz/*.c
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \

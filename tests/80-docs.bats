@@ -88,3 +88,16 @@ ROOT=$BATS_TEST_DIRNAME/..
 	run sh "$TMP/t/tests/lint-bats"
 	[ "$status" -eq 0 ]
 }
+
+@test "the docs lint fails an example no test runs, and a test naming a gone one" {
+	mkdir -p "$TMP/t"
+	cp -r "$ROOT/README.md" "$ROOT/man" "$ROOT/tests" "$TMP/t/"
+	run sh "$TMP/t/tests/lint-docs"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	# an example changed in the README, its test not
+	sed -i 's|throttle consume login:alice --limit 5/15m |throttle consume login:alice --limit 6/15m |' "$TMP/t/README.md"
+	run sh "$TMP/t/tests/lint-docs"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"README.md:9: no test runs this example (doc "* ]]
+	[[ "$output" == *"tests name example e864af544843, which no doc holds any more"* ]]
+}

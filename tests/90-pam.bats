@@ -41,15 +41,13 @@ service() {
 		guard="$guard THROTTLE_BIN=$THROTTLE $GUARD"
 	fi
 	chmod 755 "$TMP"
-	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
-	auth [success=1 default=ignore] pam_exec.so quiet $guard preauth
-	auth requisite pam_deny.so
-	auth [success=2 default=ignore] pam_unix.so nodelay
-	auth optional pam_exec.so quiet $guard authfail
-	auth requisite pam_deny.so
-	auth optional pam_exec.so quiet $guard authsucc
-	account required pam_permit.so
-	EOF
+	# the README's stack, as pasted (doc 230f883a76f1), but for where the
+	# guard is and pam_unix's pause after a wrong password
+	local stack
+	stack=$(doc 230f883a76f1) || return 1
+	stack=${stack//\/usr\/local\/libexec\/throttle-login/$guard}
+	stack=${stack//pam_unix.so/pam_unix.so nodelay}
+	printf '%s\naccount required pam_permit.so\n' "$stack" >"/etc/pam.d/$PAM_SERVICE_NAME"
 	id "$PAM_USER_NAME" >/dev/null 2>&1 ||
 	    useradd -M -s /usr/sbin/nologin "$PAM_USER_NAME"
 	echo "$PAM_USER_NAME:right-pass" | chpasswd
@@ -243,4 +241,10 @@ login() {
 		run env PAM_USER=x THROTTLE_BIN="$THROTTLE" THROTTLE_LOGIN_SYSLOG="$TMP/none" dash "$GUARD" preauth --db "$TMP/d.db"
 		[ "$status" -eq 0 ]
 	fi
+}
+
+@test "man EXAMPLES: the man page's guard stack is the README's" {
+	readme=$(doc 230f883a76f1)
+	man=$(doc 75b7df8bb1f7)
+	[ "$(printf '%s\n' "$readme" | tr -s ' ')" = "$(printf '%s\n' "$man" | tr -s ' ')" ]
 }

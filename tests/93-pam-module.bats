@@ -197,3 +197,66 @@ login() {
 	[[ "$output" == "login:$PAM_USER_NAME "* ]]
 	kill "$(cat "$TMP/redis.pid")"
 }
+
+# doc_service HASH OPTIONS...: the stack an example shows, pasted as is
+# but for the module's path (made this build's, with OPTIONS) and pam_unix
+# told not to pause after a wrong password
+doc_service() {
+	local stack m="$MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf"
+	stack=$(doc "$1") || return 1
+	shift
+	m="$m $*"
+	stack=$(printf '%s\n' "$stack" |
+	    sed -E "s|[^ ]*pam_throttle\.so|$m|; s|pam_unix\.so|pam_unix.so nodelay|")
+	chmod 755 "$TMP"
+	touch "$TMP/throttle.conf"
+	printf '%s\naccount required pam_permit.so\n' "$stack" >"/etc/pam.d/$PAM_SERVICE_NAME"
+	id "$PAM_USER_NAME" >/dev/null 2>&1 ||
+	    useradd -M -s /usr/sbin/nologin "$PAM_USER_NAME"
+	echo "$PAM_USER_NAME:right-pass" | chpasswd
+}
+
+@test "README PAM, pam_throttle(8) EXAMPLES: the module stacks as pasted" {
+	needs_module
+	for h in a59945c81609 db7b3bbb2b6d; do
+		rm -f "$TMP/state.db"*
+		doc_service "$h" "db=$TMP/state.db"
+		for n in 1 2 3 4 5; do login wrong || true; done
+		run login right-pass
+		[ "$status" -ne 0 ] || { echo "$h: not locked out"; return 1; }
+		[[ "$output" == *"15 minutes left"* ]]
+		# who is locked out, and lifting it (pam_throttle(8) EXAMPLES)
+		lift=$(doc 166d242c25ca)
+		mkdir -p "$TMP/bin" && ln -sf "$THROTTLE" "$TMP/bin/throttle"
+		run env PATH="$TMP/bin:$PATH" THROTTLE_DB="$TMP/state.db" bash -c "${lift//login:alice/login:$PAM_USER_NAME}"
+		[ "$status" -eq 0 ]
+		[[ "$output" == "login:$PAM_USER_NAME lockout_after="* ]]
+		run login right-pass
+		[ "$status" -eq 0 ] || { echo "$h: not lifted"; return 1; }
+	done
+}
+
+@test "pam_throttle(8) EXAMPLES: the bastions' config file, on a Redis server of our own" {
+	needs_module
+	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
+	port=$((20000 + RANDOM % 20000))
+	redis-server --port "$port" --bind 127.0.0.1 --requirepass secret --save '' \
+	    --appendonly no --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log"
+	for _ in $(seq 50); do [ -s "$TMP/redis.pid" ] && break; sleep 0.1; done
+	track "$(cat "$TMP/redis.pid")"
+	for _ in $(seq 50); do redis-cli -p "$port" -a secret --no-auth-warning ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+	conf=$(doc d89ab7e82f43)
+	service
+	printf '%s\n' "${conf//10.0.0.5:6379/127.0.0.1:$port}" >"$TMP/throttle.conf"
+	# the ignored network is never limited
+	for n in $(seq 12); do login wrong "$PAM_USER_NAME" 10.1.2.3 || true; done
+	run login right-pass "$PAM_USER_NAME" 10.1.2.3
+	[ "$status" -eq 0 ]
+	# others: 10 an hour, then locked out for an hour, on the shared server
+	for n in $(seq 10); do login wrong "$PAM_USER_NAME" 192.0.2.1 || true; done
+	run login right-pass "$PAM_USER_NAME" 192.0.2.1
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"60 minutes left"* || "$output" == *"locked out"* ]]
+	run "$THROTTLE" --db "redis://:secret@127.0.0.1:$port/0" inspect --locked
+	[[ "$output" == *"rhost:192.0.2.1 lockout_after="* ]] || { echo "locked: $output"; return 1; }
+}

@@ -58,7 +58,8 @@ track() {
 }
 
 teardown() {
-	local pid
+	local pid docfail=
+	[ -s "$TMP/.doc-missing" ] && docfail=$(cat "$TMP/.doc-missing")
 	for pid in "${TRACKED[@]}"; do
 		kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
@@ -66,6 +67,7 @@ teardown() {
 	cd /
 	chmod -R u+w "$TMP" 2>/dev/null
 	rm -rf "$TMP"
+	[ -z "$docfail" ] || { echo "$docfail"; return 1; }
 }
 
 # throttle with the clock pinned: at SECONDS ARGS...
@@ -165,4 +167,16 @@ lease_edit() {
 		sqlite3 state.db "UPDATE rec SET data = CAST('$new' AS BLOB)
 		    WHERE $where AND id = CAST('$id' AS BLOB)" || return 1
 	done
+}
+
+# doc HASH: the text of the README's or a man page's example with that
+# hash, as a reader sees it (tests/doc-examples), for a test to run as
+# pasted; tests/lint-docs checks every example is named by a test.  An
+# example that changed is not found: update the test that runs it.
+doc() {
+	if ! sh "$BATS_TEST_DIRNAME/doc-examples" -p "$1"; then
+		# fail the test even where $(doc ...) is nested or piped
+		echo "doc $1: no such example any more" >>"$TMP/.doc-missing"
+		return 1
+	fi
 }
