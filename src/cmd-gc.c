@@ -1,7 +1,8 @@
 /*
  * cmd-gc.c: forget what nothing is lost by forgetting: every key's limit
- * that is back at rest, every ended lockout, and every lease that has
- * ended (TTL passed, or owner on this host gone).  consume tidies a few
+ * that is back at rest, every ended lockout, every lease that has ended
+ * (TTL passed, or owner on this host gone), and every shedder idle for a
+ * day (its load long out of date).  consume tidies a few
  * rows on every write as well, so a busy state file stays bounded without
  * anyone running gc.  gc changes rows all over the file, so it checks the
  * whole file first, and leaves a corrupt one as it is.
@@ -20,7 +21,7 @@ struct dead {
 		char id[LEASE_ID_LEN + 1];
 	} * v;
 	size_t n, cap;
-	int64_t keys, lockouts;
+	int64_t keys, lockouts, sheds;
 };
 
 static int
@@ -56,6 +57,7 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 	    store_lease_list(c->store, NULL, 0, collect, d) == -1)
 		return ctx_fail(c, ans);
 	d->lockouts = store_tidied_lockouts(c->store);
+	d->sheds = store_tidied_sheds(c->store);
 	for (i = 0; i < d->n; i++)
 		if (store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
 			d->v[i].id) == -1)
@@ -75,14 +77,16 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	if (txn_run(c, 1, gc_body, &d, ans) == 0) {
 		r = answer_record(ans, TEXT_LINE);
 		rec_line(ans, r,
-		    "removed %lld key%s at rest, %zu ended lease%s and "
-		    "%lld ended lockout%s",
+		    "removed %lld key%s at rest, %zu ended lease%s, "
+		    "%lld ended lockout%s and %lld idle shedder%s",
 		    (long long)d.keys, d.keys == 1 ? "" : "s", d.n,
 		    d.n == 1 ? "" : "s", (long long)d.lockouts,
-		    d.lockouts == 1 ? "" : "s");
+		    d.lockouts == 1 ? "" : "s", (long long)d.sheds,
+		    d.sheds == 1 ? "" : "s");
 		rec_int(r, "keys", d.keys, 0);
 		rec_int(r, "leases", (int64_t)d.n, 0);
 		rec_int(r, "lockouts", d.lockouts, 0);
+		rec_int(r, "shedders", d.sheds, 0);
 	}
 	free(d.v);
 }
@@ -90,8 +94,8 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 const struct cmd_entry cmd_gc_entry = {
 	.name = "gc",
 	.args = "",
-	.summary = "forget keys at rest and ended leases and lockouts; print "
-		   "how many",
+	.summary = "forget keys at rest, ended leases and lockouts, idle "
+		   "shedders; print how many",
 	.options = 0,
 	.min_args = 0,
 	.max_args = 0,

@@ -69,6 +69,7 @@ struct store {
 	struct cached *rec;
 	int nrec, caprec;
 	int64_t tidied_lockouts; /* by the last store_tidy() */
+	int64_t tidied_sheds;
 };
 
 /* The scheme spec names, or NULL for a file path (or an unknown scheme). */
@@ -1080,7 +1081,8 @@ name_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 }
 
 /*
- * Call fn for every key with rate state, a lockout or leases, once each,
+ * Call fn for every key with rate state, a lockout, leases or a shedder,
+ * once each,
  * in order.
  */
 int
@@ -1093,7 +1095,8 @@ store_names(struct store *st, int (*fn)(const char *, size_t, void *),
 	w.fn = fn;
 	w.arg = arg;
 	return st->ops->scan(st->impl,
-	    REC_MASK(REC_LIMIT) | REC_MASK(REC_LEASE) | REC_MASK(REC_LOCKOUT),
+	    REC_MASK(REC_LIMIT) | REC_MASK(REC_LEASE) | REC_MASK(REC_LOCKOUT) |
+		REC_MASK(REC_SHED),
 	    name_each, &w);
 }
 
@@ -1167,6 +1170,7 @@ store_tidy(struct store *st, int64_t now, int64_t limit)
 		now, limit, counts) == -1)
 		return -1;
 	st->tidied_lockouts = counts[REC_LOCKOUT];
+	st->tidied_sheds = counts[REC_SHED];
 	return counts[REC_LIMIT];
 }
 
@@ -1175,6 +1179,13 @@ int64_t
 store_tidied_lockouts(const struct store *st)
 {
 	return st->tidied_lockouts;
+}
+
+/* The idle shedders the last store_tidy() forgot. */
+int64_t
+store_tidied_sheds(const struct store *st)
+{
+	return st->tidied_sheds;
 }
 
 /*

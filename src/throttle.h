@@ -770,6 +770,7 @@ int store_shed_load(struct store *, const char *, size_t, int64_t *, int64_t *);
 int store_shed_save(struct store *, const char *, size_t, int64_t, int64_t);
 int store_verify(struct store *, int);
 int64_t store_tidied_lockouts(const struct store *);
+int64_t store_tidied_sheds(const struct store *);
 int store_commit(struct store *);
 void store_rollback(struct store *);
 const char *store_error(const struct store *);

@@ -303,13 +303,13 @@ since() {
 	at 0 acquire l --concurrency 1 --ttl 10s >/dev/null
 	run at 100 gc
 	[ "$status" -eq 0 ]
-	[ "$output" = "removed 1 key at rest, 1 ended lease and 0 ended lockouts" ]
+	[ "$output" = "removed 1 key at rest, 1 ended lease, 0 ended lockouts and 0 idle shedders" ]
 	run at 100 inspect a
 	[ "$status" -eq 1 ]
 	run at 100 consume b --limit 1/1h
 	[ "$status" -eq 1 ]
 	run at 100 gc --format json
-	[ "$output" = '{"keys":0,"leases":0,"lockouts":0}' ]
+	[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":0}' ]
 }
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {

@@ -131,11 +131,11 @@ L=(--limit 3/15m --lockout 10m)
 	at 1000 consume u --limit 1/1s --lockout 1m 2>/dev/null || true
 	# the lockout's start forgot the rate state; it lasts its minute
 	run at 1010 gc --format json
-	[ "$output" = '{"keys":0,"leases":0,"lockouts":0}' ]
+	[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":0}' ]
 	run at 1010 consume u --limit 1/1s
 	[ "$status" -eq 1 ]
 	run at 1100 gc
-	[ "$output" = "removed 0 keys at rest, 0 ended leases and 1 ended lockout" ]
+	[ "$output" = "removed 0 keys at rest, 0 ended leases, 1 ended lockout and 0 idle shedders" ]
 	run at 1100 inspect u
 	[ "$status" -eq 1 ]
 }

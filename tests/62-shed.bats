@@ -113,3 +113,15 @@ prob() {
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--utilization: 'high'"* ]]
 }
+
+@test "shed: gc forgets a shedder no call has fed for a day, and counts it" {
+	at 1000 shed s --utilization 0.9 >/dev/null || true
+	run at 4600 gc
+	[ "$output" = "removed 0 keys at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
+	run at 4600 inspect --names
+	[ "$output" = s ]
+	run at 87401 gc --format json
+	[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":1}' ]
+	run at 87401 inspect --names
+	[ "$output" = "" ]
+}
