@@ -1082,8 +1082,7 @@ name_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 
 /*
  * Call fn for every key with rate state, a lockout, leases or a shedder,
- * once each,
- * in order.
+ * once each, in order.
  */
 int
 store_names(struct store *st, int (*fn)(const char *, size_t, void *),
