@@ -397,9 +397,13 @@ show_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
 
 	l->sheds++;
 	if (l->c->format == FORMAT_TEXT) {
-		/* its shedding amount where a limit would be */
-		output_micro(level, sizeof(level),
-		    amount / (SHED_ONE / 1000000));
+		/* its shedding amount where a limit would be: s=0.450 */
+		int64_t milli = amount / (SHED_ONE / 1000);
+
+		snprintf(level, sizeof(level), "s=%s%lld.%03lld",
+		    milli < 0 ? "-" : "",
+		    (long long)((milli < 0 ? -milli : milli) / 1000),
+		    (long long)((milli < 0 ? -milli : milli) % 1000));
 		text_row(l, cell, key, keylen);
 		return 0;
 	}

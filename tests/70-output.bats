@@ -196,7 +196,8 @@ load lib
 	[ "$status" -eq 0 ]
 	[[ "$output" == '{"key":"w","shedding_amount":'*',"changed_ago":1}' ]]
 	run --separate-stderr at 101 inspect
-	[[ "${lines[1]}" == "shedder        -0."*" w" ]]
+	[[ "${lines[1]}" =~ ^"shedder        s=-0."[0-9]{3}" " ]]
+	[[ "${lines[1]}" == *" w" ]]
 	"$THROTTLE" reset w
 	run --separate-stderr at 101 inspect w
 	[ "$status" -eq 1 ]
