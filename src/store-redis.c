@@ -91,6 +91,7 @@ struct rs {
 	int unavailable; /* the last error: the server out of reach */
 	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
+	int scanning; /* inspect, gc, policy list: not one decision */
 	int group; /* in a group (batch): one transaction for many requests */
 	int broken; /* a request of the group failed after it wrote */
 	int req_writes; /* writes by the group's current request */
@@ -144,6 +145,15 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "throttle did not write; use another ?prefix= or remove "
 		    "it",
 		    what, rs->prefix);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    (strncmp(r->str, "MOVED ", 6) == 0 ||
+		strncmp(r->str, "ASK ", 4) == 0 ||
+		strncmp(r->str, "CROSSSLOT", 9) == 0))
+		set_err(rs,
+		    "%s: %.100s: the server is a Redis Cluster node, and the "
+		    "Redis store speaks to one server; give --db a standalone "
+		    "server (a cluster is not supported yet)",
+		    what, r->str);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR)
 		set_err(rs, "%s: %.200s", what, r->str);
 	else
@@ -171,6 +181,9 @@ bound_time(struct rs *rs, int decision)
 	int64_t t = rs->timeout, left = rs->deadline - clock_monotonic();
 	struct timeval tv;
 
+	/* no one reply waits longer than --lock-timeout either */
+	if (rs->lock_timeout > 0 && rs->lock_timeout < t)
+		t = rs->lock_timeout;
 	if (decision && rs->deadline != 0 && left < t)
 		t = left > 1000 ? left : 1000;
 	tv.tv_sec = (time_t)(t / US_PER_SEC);
@@ -178,14 +191,19 @@ bound_time(struct rs *rs, int decision)
 	redisSetTimeout(rs->c, tv);
 }
 
-/* Run one command now: its reply, or NULL with the error set. */
+/*
+ * Run one command now: its reply, or NULL with the error set.  Within a
+ * decision's transaction (a policy, the clock) the reply counts against
+ * the decision's --lock-timeout; scans and gc wait for each reply at most
+ * ?timeout= and --lock-timeout.
+ */
 static redisReply *
 run(struct rs *rs, const char *what, int argc, const char **argv,
     const size_t *len)
 {
 	redisReply *r;
 
-	bound_time(rs, 0); /* scans and gc: each reply its ?timeout= */
+	bound_time(rs, rs->first_try != 0 && !rs->scanning);
 	r = redisCommandArgv(rs->c, argc, argv, len);
 	if (bad_reply(rs, r, what)) {
 		if (r != NULL)
@@ -1021,10 +1039,16 @@ backoff(struct rs *rs)
 		clock_sleep(nap);
 }
 
-/* The decision is over: its --lock-timeout starts again with the next. */
+/*
+ * The decision is over: its --lock-timeout starts again with the next.  A
+ * read (the policy a decision looks up first) is not one: its time counts
+ * against the decision that follows, so a whole call stays within it.
+ */
 static void
 done(struct rs *rs)
 {
+	if (!rs->write && !rs->group)
+		return;
 	rs->first_try = 0;
 	rs->retries = 0;
 }
@@ -1478,7 +1502,7 @@ read_names(struct rs *rs, const struct name *v, size_t n, int watch,
  * by the names, not the records.
  */
 static int
-rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
+scan_all(void *p, unsigned mask, store_scan_fn fn, void *arg)
 {
 	struct rs *rs = p;
 	struct scan_each e = { fn, arg, NULL, 0 };
@@ -1580,7 +1604,7 @@ tidy_key(struct rs *rs, const struct name *v, unsigned mask, int64_t now,
  * so the tidying of single decisions (limit > 0) does nothing here.
  */
 static int
-rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
+tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 {
 	struct rs *rs = p;
 	struct names ns;
@@ -1984,6 +2008,31 @@ store_redis_version(void)
 	snprintf(v, sizeof(v), "%d.%d.%d", HIREDIS_MAJOR, HIREDIS_MINOR,
 	    HIREDIS_PATCH);
 	return v;
+}
+
+/* A scan is no one decision: each reply waits its own time (run()). */
+static int
+rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
+{
+	struct rs *rs = p;
+	int r;
+
+	rs->scanning = 1;
+	r = scan_all(p, mask, fn, arg);
+	rs->scanning = 0;
+	return r;
+}
+
+static int
+rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
+{
+	struct rs *rs = p;
+	int r;
+
+	rs->scanning = 1;
+	r = tidy_all(p, mask, now, limit, counts);
+	rs->scanning = 0;
+	return r;
 }
 
 const struct store_ops store_redis_ops = {

@@ -201,7 +201,7 @@ wait_gone() {
 	run "$THROTTLE" inspect r --format json
 	[[ "$output" == *'"remaining":0'* && "$output" != *'"lease":'* ]]
 	# a command that cannot be executed frees the slot and gives the unit back
-	run "$THROTTLE" run s --limit 1/1d --concurrency 1 -- ./no-such-command
+	run -127 "$THROTTLE" run s --limit 1/1d --concurrency 1 -- ./no-such-command
 	[ "$status" -eq 127 ]
 	run "$THROTTLE" run s --limit 1/1d --concurrency 1 -- touch s-ran
 	[ "$status" -eq 0 ]

@@ -6,6 +6,7 @@
 load lib
 
 setup() {
+	TRACKED=()
 	[ -z "${THROTTLE_TEST_REDIS:-}" ] || skip "runs in the first pass (it starts servers of its own)"
 	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
 	cd "$TMP" || return 1
@@ -17,6 +18,12 @@ setup() {
 }
 
 teardown() {
+	local pid
+	# what a test started besides its server (cluster nodes, clients)
+	for pid in "${TRACKED[@]}"; do
+		kill -9 "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	TRACKED=()
 	[ -n "${TMP:-}" ] || return 0
 	[ -f "$TMP/redis.pid" ] && kill -CONT "$(cat "$TMP/redis.pid")" 2>/dev/null
 	[ -f "$TMP/redis.pid" ] && kill "$(cat "$TMP/redis.pid")" 2>/dev/null
@@ -28,7 +35,7 @@ teardown() {
 # start_redis [redis-server options...]
 start_redis() {
 	redis-server --port 0 --unixsocket "$SOCK" --save '' --appendonly no \
-	    --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log" "$@"
+	    --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log" "$@" 3>&-
 	for _ in $(seq 50); do
 		[ -S "$SOCK" ] && [ -s "$TMP/redis.pid" ] && return 0
 		sleep 0.1
@@ -206,7 +213,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run at 1000 inspect --names
 	[ "$output" = "login:bob" ]
 	run at 5000 gc --format json
-	[ "$output" = '{"keys":1,"leases":0,"lockouts":0}' ]
+	[ "$output" = '{"keys":1,"leases":0,"lockouts":0,"shedders":0}' ]
 	[ "$(rcli exists 'throttle:{login:bob}')" = 0 ]
 	printf '%s\n' "consume 'a b' --limit 1/1m" "consume 'a b' --limit 1/1m" |
 	    at 1000 batch >out
@@ -295,6 +302,16 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"no reply in time"* ]]
 	[ "$elapsed" -lt 1500 ] || { echo "took ${elapsed}ms"; return 1; }
+	# the policy a decision looks up first, and a scan, are bounded too
+	sleep 3
+	rcli debug sleep 3 >/dev/null &
+	track $!
+	sleep 0.3
+	start=$(date +%s%N)
+	run --separate-stderr "$THROTTLE" inspect --lock-timeout 0.5s
+	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+	[ "$status" -eq 3 ]
+	[ "$elapsed" -lt 1500 ] || { echo "inspect took ${elapsed}ms"; return 1; }
 	# an outage: --on-error allow fails open on it
 	sleep 3
 	rcli debug sleep 3 >/dev/null &
@@ -325,10 +342,76 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	# 6 old keys into their hashes
 	run at 2000 gc --format json
 	[ "$status" -eq 0 ]
-	[ "$output" = '{"keys":597,"leases":300,"lockouts":0}' ]
+	[ "$output" = '{"keys":597,"leases":300,"lockouts":0,"shedders":0}' ]
 	[ "$(rcli exists 'throttle:{k10}' 'throttle:{k11}')" = 0 ]
 	[ "$(rcli exists throttle:k:old300)" = 0 ]
 	[ "$(rcli hexists 'throttle:{old300}' k0)" = 1 ]
 	[ "$(rcli hlen 'throttle:{k1}')" = 1 ]
 	[ "$(rcli hlen 'throttle:{k2}')" = 1 ]
+}
+
+@test "redis: a Redis Cluster node is refused plainly, exit 3 whatever --on-error says" {
+	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
+	base=$((20000 + RANDOM % 20000))
+	for p in $base $((base + 1)) $((base + 2)); do
+		mkdir "$TMP/$p"
+		(cd "$TMP/$p" && redis-server --port "$p" --bind 127.0.0.1 \
+		    --cluster-enabled yes --cluster-config-file nodes.conf \
+		    --save '' --appendonly no --daemonize yes \
+		    --pidfile "$TMP/$p/pid" --logfile "$TMP/$p/log" 3>&-)
+		for _ in $(seq 50); do [ -s "$TMP/$p/pid" ] && break; sleep 0.1; done
+		track "$(cat "$TMP/$p/pid")"
+	done
+	echo yes | redis-cli --cluster create 127.0.0.1:$base 127.0.0.1:$((base + 1)) \
+	    127.0.0.1:$((base + 2)) --cluster-replicas 0 >/dev/null 2>&1 3>&- ||
+	    skip "could not make a cluster on ports $base-$((base + 2))"
+	for _ in $(seq 50); do
+		redis-cli -p "$base" cluster info | grep -q 'cluster_state:ok' && break
+		sleep 0.1
+	done
+	# failing open on it would mean never limiting: never
+	for k in a b c d; do
+		run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$base" --on-error allow consume "$k" --limit 1/1s
+		[ "$status" -eq 3 ]
+		[[ "$stderr" == *"MOVED "*": the server is a Redis Cluster node, and the Redis store speaks to one server;"* ]]
+	done
+}
+
+@test "redis: a TLS server through the man page's stunnel tunnel" {
+	command -v stunnel >/dev/null || skip "needs stunnel (apt-get install stunnel4)"
+	command -v openssl >/dev/null || skip "needs openssl"
+	openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem \
+	    -days 2 -subj "/CN=redis.internal" \
+	    -addext "subjectAltName=DNS:redis.internal" 2>/dev/null
+	base=$((20000 + RANDOM % 20000))
+	redis-server --port 0 --tls-port "$base" --bind 127.0.0.1 \
+	    --tls-cert-file cert.pem --tls-key-file key.pem --tls-ca-cert-file cert.pem \
+	    --tls-auth-clients no --requirepass secret --save '' --appendonly no \
+	    --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log" 3>&- ||
+	    skip "this redis-server has no TLS"
+	for _ in $(seq 50); do [ -s "$TMP/redis.pid" ] && break; sleep 0.1; done
+	grep -q "Ready to accept" "$TMP/redis.log" || skip "this redis-server has no TLS"
+	# the man page's tunnel, pointed at this server and its certificate
+	conf=$(doc f08ee9f11a8b)
+	conf=${conf//redis.internal:6379/127.0.0.1:$base}
+	conf=${conf//127.0.0.1:6380/127.0.0.1:$((base + 1))}
+	conf=${conf//\/etc\/ssl\/certs\/ca-certificates.crt/$TMP/cert.pem}
+	printf 'foreground = yes\npid =\n%s\n' "$conf" >stunnel.conf
+	stunnel stunnel.conf >stunnel.log 2>&1 3>&- &
+	track $!
+	for _ in $(seq 50); do grep -q "Configuration successful" stunnel.log && break; sleep 0.1; done
+	export THROTTLE_DB="redis://:secret@127.0.0.1:$((base + 1))/0"
+	run --separate-stderr "$THROTTLE" consume t --limit 1/1m
+	[ "$status" -eq 0 ]
+	run --separate-stderr "$THROTTLE" consume t --limit 1/1m
+	[ "$status" -eq 1 ]
+	grep -q "Certificate accepted" stunnel.log
+	# a certificate for another name is refused by the tunnel: no decision
+	sed -i 's/checkHost = redis.internal/checkHost = other.internal/' stunnel.conf
+	kill "${TRACKED[-1]}"
+	stunnel stunnel.conf >stunnel.log 2>&1 3>&- &
+	track $!
+	for _ in $(seq 50); do grep -q "Configuration successful" stunnel.log && break; sleep 0.1; done
+	run --separate-stderr "$THROTTLE" consume t --limit 1/1m
+	[ "$status" -eq 3 ]
 }
