@@ -72,12 +72,13 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 	char err[1024];
 	size_t n;
 
-	if (a->cmd->uses_policy && a->key != NULL && store_may_exist(c->db)) {
-		/* with limits of its own the command goes on to decide:
-		 * open its store now and look the policy up in it (without,
-		 * the lookup reads and creates nothing) */
-		if ((a->ls.n > 0 || a->has_concurrency) &&
-		    ctx_store(c, ans) == NULL)
+	if (a->cmd->uses_policy && a->key != NULL &&
+	    (c->store != NULL || store_may_exist(c->db))) {
+		/* open the store the command decides in and look the policy
+		 * up there: one open, and on Redis the key is read in the
+		 * lookup's round trip (a missing file was not opened: it
+		 * holds no policy, and a lookup creates nothing) */
+		if (ctx_store(c, ans) == NULL)
 			return -1;
 		if (policy_find(c, a, ans) == -1)
 			return -1;

@@ -142,29 +142,21 @@ lookup(struct ctx *c, void *arg, struct answer *ans)
 }
 
 /*
- * Look up the policy of a's key and merge it into a.  The store is read
- * read only (a lookup never creates a file): a command that writes opens
- * its own store afterwards.  0 (a->policy names the policy, if one was
- * found), or -1 with the answer set.
+ * Look up the policy of a's key, in c's open store, and merge it into a.
+ * 0 (a->policy names the policy, if one was found), or -1 with the answer
+ * set.
  */
 int
 policy_find(struct ctx *c, struct args *a, struct answer *ans)
 {
 	static char spec[POLICY_MAX], name[KEY_MAX + 1];
 	struct lookup l = { a, spec, name, 0 };
-	struct ctx rc = *c;
-	int r;
 
-	if (c->store == NULL) {
-		rc.read_only = 1;
-		rc.store = NULL;
-	}
-	r = txn_run(&rc, 0, lookup, &l, ans);
-	if (r == -1) /* for --on-error: was the store out of reach? */
-		c->open_unavailable = ctx_may_fail_open(&rc);
-	if (c->store == NULL)
-		ctx_close(&rc);
-	if (r == -1)
+	/* in a batch, inside its group's transaction (a read of its own
+	 * would end the group's); else a read of its own in the store the
+	 * command then decides in (cmd_prepare() opened it) */
+	if ((c->batch ? lookup(c, &l, ans) : txn_run(c, 0, lookup, &l, ans)) ==
+	    -1)
 		return -1;
 	if (!l.found)
 		return 0;

@@ -93,6 +93,7 @@ struct rs {
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
 	int scanning; /* inspect, gc, policy list: not one decision */
 	int group; /* in a group (batch): one transaction for many requests */
+	int carry; /* the policy lookup read the decision's key: keep it */
 	int broken; /* a request of the group failed after it wrote */
 	int req_writes; /* writes by the group's current request */
 	int retries; /* this decision's lost races, for the backoff */
@@ -736,7 +737,42 @@ rs_policy_first(void *p, char *const *names, const size_t *lens, int n,
 		argv[i + 2] = names[i];
 		len[i + 2] = lens[i];
 	}
-	if ((r = run(rs, "reading a policy", n + 2, argv, len)) == NULL)
+	if (!rs->write && !rs->group && rs->nh == 0) {
+		/* a decision on names[0] follows: read its key (WATCHed)
+		 * and the server's TIME in this same round trip */
+		int ok = 0;
+
+		if (rs->caph == 0) {
+			rs->caph = 4;
+			rs->h =
+			    xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
+		}
+		queue_read(rs, &rs->h[0], names[0], lens[0], IN_ALL, 1);
+		redisAppendCommand(rs->c, "TIME");
+		redisAppendCommandArgv(rs->c, n + 2, argv, len);
+		bound_time(rs, 1);
+		if (take_read(rs, &rs->h[0], IN_ALL, 1, &ok) == -1 ||
+		    next_reply(rs, &r, "reading a key") == -1) {
+			free_hash(&rs->h[0]);
+			goto out;
+		}
+		if (ok == 0 && bad_reply(rs, r, "reading a key"))
+			ok = -1;
+		else if (ok == 0)
+			take_time(rs, r);
+		freeReplyObject(r);
+		r = NULL;
+		if (next_reply(rs, &r, "reading a policy") == -1) {
+			free_hash(&rs->h[0]);
+			goto out;
+		}
+		if (ok == -1 || bad_reply(rs, r, "reading a policy")) {
+			free_hash(&rs->h[0]);
+			goto out;
+		}
+		rs->nh = 1;
+		rs->carry = 1;
+	} else if ((r = run(rs, "reading a policy", n + 2, argv, len)) == NULL)
 		goto out;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
 		reply_err(rs, NULL, "reading a policy");
@@ -757,6 +793,8 @@ rs_policy_first(void *p, char *const *names, const size_t *lens, int n,
 			ret = 1;
 	}
 out:
+	if (ret == -1)
+		rs->carry = 0; /* a failed lookup's read is not kept */
 	if (r != NULL)
 		freeReplyObject(r);
 	free(k);
@@ -1071,6 +1109,9 @@ rs_commit(void *p)
 		return 0;
 	for (i = 0; i < rs->nh; i++)
 		any |= rs->h[i].touched;
+	if (!any && rs->carry && !rs->write)
+		return 0; /* the decision that follows uses what was read */
+	rs->carry = 0;
 	if (!any) {
 		unwatch(rs);
 		forget(rs);
@@ -1118,6 +1159,9 @@ rs_rollback(void *p)
 			rs->broken = 1;
 		return;
 	}
+	if (rs->carry && !rs->write)
+		return; /* a read's end: the decision that follows uses it */
+	rs->carry = 0;
 	if (rs->c != NULL && !rs->c->err)
 		unwatch(rs);
 	forget(rs);
@@ -1128,11 +1172,22 @@ static int
 rs_begin(void *p, int write)
 {
 	struct rs *rs = p;
+	int i;
 
 	rs->req_writes = 0;
 	rs->unavailable = 0;
 	if (rs->group)
 		return 0; /* what the group read stays read */
+	if (rs->carry) {
+		/* the key the policy lookup read (WATCHed, with the server's
+		 * TIME) is this decision's: no round trip to read it again */
+		rs->carry = 0;
+		rs->write = write;
+		for (i = 0; write && i < rs->nh; i++)
+			if (rs->h[i].old)
+				rs->h[i].touched = 1; /* moved into P{KEY} */
+		return 0;
+	}
 	forget(rs);
 	rs->write = write;
 	if (rs->first_try == 0) {

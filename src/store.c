@@ -70,7 +70,16 @@ struct store {
 	int nrec, caprec;
 	int64_t tidied_lockouts; /* by the last store_tidy() */
 	int64_t tidied_sheds;
+	/* in a group (batch), every policy, read once a second at most */
+	int in_group, pol_loaded;
+	int64_t pol_read; /* monotonic */
+	struct pol {
+		char *name, *opts;
+	} * pol;
+	int npol, cappol;
 };
+
+static void forget_policies(struct store *);
 
 /* The scheme spec names, or NULL for a file path (or an unknown scheme). */
 static const struct scheme *
@@ -224,6 +233,8 @@ store_close(struct store *st)
 	if (st == NULL)
 		return;
 	forget(st);
+	forget_policies(st);
+	free(st->pol);
 	free(st->rec);
 	st->ops->close(st->impl);
 	free(st);
@@ -262,6 +273,20 @@ bad_record(struct store *st, const char *key, size_t keylen, const char *why)
 }
 
 /* Start a transaction; write is nonzero if it may change anything. */
+/* Drop the policies a group read. */
+static void
+forget_policies(struct store *st)
+{
+	int i;
+
+	for (i = 0; i < st->npol; i++) {
+		free(st->pol[i].name);
+		free(st->pol[i].opts);
+	}
+	st->npol = 0;
+	st->pol_loaded = 0;
+}
+
 int
 store_begin(struct store *st, int write)
 {
@@ -293,6 +318,7 @@ int
 store_group_begin(struct store *st)
 {
 	forget(st);
+	st->in_group = 1;
 	return st->ops->group_begin(st->impl);
 }
 
@@ -304,6 +330,7 @@ int
 store_group_end(struct store *st, int commit)
 {
 	forget(st);
+	st->in_group = 0;
 	return st->ops->group_end(st->impl, commit);
 }
 
@@ -948,6 +975,68 @@ policy_named(void *arg, int kind, const char *id, size_t idlen,
 	return policy_one(&f->g, kind, id, idlen, data, len);
 }
 
+static int
+keep_policy(void *arg, const char *key, size_t keylen, int kind, const char *id,
+    size_t idlen, const char *data, size_t len)
+{
+	struct store *st = arg;
+
+	(void)kind;
+	(void)id;
+	(void)idlen;
+	if (st->npol == st->cappol) {
+		st->cappol = st->cappol ? st->cappol * 2 : 8;
+		st->pol =
+		    xrealloc(st->pol, (size_t)st->cappol * sizeof(*st->pol));
+	}
+	st->pol[st->npol].name = xmalloc(keylen + 1);
+	memcpy(st->pol[st->npol].name, key, keylen);
+	st->pol[st->npol].name[keylen] = '\0';
+	st->pol[st->npol].opts = xmalloc(len + 1);
+	memcpy(st->pol[st->npol].opts, data, len);
+	st->pol[st->npol].opts[len] = '\0';
+	/* a NUL inside is caught when the policy is used */
+	st->npol++;
+	return 0;
+}
+
+/*
+ * In a group: the policies, read once a second at most (one query, one
+ * round trip) for every group of a batch, then the first of names[] among
+ * them, as store_policy_find() answers.
+ */
+static int
+group_policy(struct store *st, char *const *names, const size_t *lens, int n,
+    char *name, struct policy_get *g)
+{
+	int i, j;
+
+	/* a policy set while a batch runs applies within a second */
+	if (!st->pol_loaded || clock_monotonic() - st->pol_read > US_PER_SEC) {
+		forget_policies(st);
+		if (st->ops->scan(st->impl, REC_MASK(REC_POLICY), keep_policy,
+			st) == -1) {
+			forget_policies(st);
+			return -1;
+		}
+		st->pol_loaded = 1;
+		st->pol_read = clock_monotonic();
+	}
+	for (i = 0; i < n; i++)
+		for (j = 0; j < st->npol; j++) {
+			if (strlen(st->pol[j].name) != lens[i] ||
+			    memcmp(st->pol[j].name, names[i], lens[i]) != 0)
+				continue;
+			if (policy_one(g, REC_POLICY, "", 0, st->pol[j].opts,
+				strlen(st->pol[j].opts)) == -1)
+				return bad_policy(st);
+			memcpy(name, names[i], lens[i]);
+			name[lens[i]] = '\0';
+			return 1;
+		}
+	return 0;
+}
+
 /*
  * The policy that governs key: the one named like it, else like its
  * longest prefix before a ':' ("login" governs "login:alice").  Its name
@@ -974,6 +1063,8 @@ store_policy_find(struct store *st, const char *key, size_t keylen, char *name,
 			break;
 		n--; /* drop the ':' */
 	}
+	if (st->in_group)
+		return group_policy(st, names, lens, nn, name, &f.g);
 	if (st->ops->policy_first != NULL) {
 		r = st->ops->policy_first(st->impl, names, lens, nn,
 		    policy_named, &f);
