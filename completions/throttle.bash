@@ -34,6 +34,10 @@ _throttle()
 	local line=${COMP_LINE:0:COMP_POINT} words=() cur prev
 	read -ra words <<<"$line"
 	[[ -z $line || $line == *[[:space:]] ]] && words+=("")
+	# VAR=value before throttle (THROTTLE_DB=...): not the command word
+	while ((${#words[@]} > 2)) && [[ ${words[0]} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
+		words=("${words[@]:1}")
+	done
 	cur=${words[${#words[@]} - 1]}
 	prev=${words[${#words[@]} - 2]}
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"

@@ -389,6 +389,9 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 
 	if (concurrency_check(a, "run", ans) == -1)
 		return;
+	/* a rate that can never allow this cost is said before any wait */
+	if (a->nlimits > 0 && rate_usable(a, ans) == -1)
+		return;
 	if (start_job(a, &j) == -1) {
 		ans->rc = EXIT_CANNOT_RUN;
 		return;

@@ -78,10 +78,19 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 		 * up there: one open, and on Redis the key is read in the
 		 * lookup's round trip (a missing file was not opened: it
 		 * holds no policy, and a lookup creates nothing) */
-		if (ctx_store(c, ans) == NULL)
-			return -1;
-		if (policy_find(c, a, ans) == -1)
-			return -1;
+		if (ctx_store(c, ans) == NULL || policy_find(c, a, ans) == -1) {
+			/* a policy this throttle cannot use is an error; a
+			 * store out of reach is not one yet for a command
+			 * line with limits of its own: it decides without the
+			 * policy, meets the same error, and --on-error maps it
+			 * as the command does (run runs or refuses CMD), after
+			 * any usage error its own options make */
+			if (a->policy != NULL || ans->msg_kind != MSG_STATE ||
+			    (a->ls.n == 0 && !a->has_concurrency))
+				return -1;
+			answer_free(ans);
+			answer_init(ans);
+		}
 	}
 	if ((a->cmd->options & CMDOPT_LIMIT) &&
 	    limit_settle(&a->ls, a->cmd->name, a->limits, &a->nlimits, err,

@@ -283,7 +283,7 @@ void
 concurrency_refused(const struct args *a, const struct slots_seen *s,
     const char *cmd, struct answer *ans)
 {
-	char what[HOST_MAX + 256], retry[48], t[32], tail[64];
+	char what[HOST_MAX + 256], retry[48], t[32], tail[256];
 
 	held_line(a, s, what, sizeof(what));
 	if (s->soonest > s->now) {
@@ -293,7 +293,7 @@ concurrency_refused(const struct args *a, const struct slots_seen *s,
 		snprintf(retry, sizeof(retry), "retry later");
 	tail[0] = 0;
 	if (cmd != NULL)
-		snprintf(tail, sizeof(tail), "; not running %.40s", cmd);
+		snprintf(tail, sizeof(tail), "; not running %.200s", cmd);
 	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s, %s%s", what,
 	    retry, tail);
 }

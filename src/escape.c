@@ -86,8 +86,11 @@ escape_text_dup(const char *s, size_t n)
 	size_t len = 0;
 	FILE *fp = open_memstream(&buf, &len);
 
-	if (fp == NULL)
-		return xmalloc(1); /* "": out of memory has exited already */
+	if (fp == NULL) {
+		buf = xmalloc(1); /* "" */
+		buf[0] = '\0';
+		return buf;
+	}
 	escape_text(fp, s, n);
 	if (fclose(fp) != 0 || buf == NULL) {
 		free(buf);

@@ -1021,7 +1021,7 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		    (const char **)rs->q[i].argv, rs->q[i].len);
 	n += rs->nq;
 	redisAppendCommand(rs->c, "EXEC");
-	bound_time(rs, 1);
+	bound_time(rs, !rs->scanning);
 	for (i = 0; i < n + 2; i++) {
 		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
 		    r == NULL) {
@@ -1764,7 +1764,10 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	rs->lock_timeout = lock_timeout;
 	snprintf(rs->where, sizeof(rs->where), "%s", u.where);
 	snprintf(rs->prefix, sizeof(rs->prefix), "%s", u.prefix);
-	/* connecting, too, takes no longer than --lock-timeout */
+	/* connecting, too, takes no longer than --lock-timeout: connect,
+	 * AUTH and SELECT count against the first decision's */
+	rs->first_try = clock_monotonic();
+	rs->deadline = rs->first_try + lock_timeout;
 	rs->timeout = u.timeout;
 	if (lock_timeout > 0 && lock_timeout < u.timeout)
 		u.timeout = lock_timeout;
@@ -1787,7 +1790,7 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	}
 	/* a command that run starts must not inherit the connection */
 	fcntl(rs->c->fd, F_SETFD, FD_CLOEXEC);
-	redisSetTimeout(rs->c, tv);
+	bound_time(rs, lock_timeout > 0);
 	if (u.password[0] != '\0') {
 		r = u.user[0] != '\0'
 		    ? redisCommand(rs->c, "AUTH %s %s", u.user, u.password)
@@ -2065,6 +2068,21 @@ store_redis_version(void)
 	return v;
 }
 
+/*
+ * A scan is no one decision: each reply waits its own time (run()), and
+ * what the same transaction does after it (gc deletes ended leases and
+ * commits) gets a --lock-timeout of its own, not what the scan left.
+ */
+static void
+rescan_done(struct rs *rs)
+{
+	rs->scanning = 0;
+	if (rs->first_try != 0) {
+		rs->first_try = clock_monotonic();
+		rs->deadline = rs->first_try + rs->lock_timeout;
+	}
+}
+
 /* A scan is no one decision: each reply waits its own time (run()). */
 static int
 rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
@@ -2074,7 +2092,7 @@ rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 
 	rs->scanning = 1;
 	r = scan_all(p, mask, fn, arg);
-	rs->scanning = 0;
+	rescan_done(rs);
 	return r;
 }
 
@@ -2086,7 +2104,7 @@ rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 
 	rs->scanning = 1;
 	r = tidy_all(p, mask, now, limit, counts);
-	rs->scanning = 0;
+	rescan_done(rs);
 	return r;
 }
 

@@ -180,7 +180,8 @@ wait_gone() {
 	# README Recipes: "Both at once, as flock around a quota would"
 	"$THROTTLE" run r --limit 2/1d --concurrency 1 -- sleep 3 &
 	wrapper=$!
-	sleep 0.5
+	track $wrapper
+	wait_lease r
 	# the slot is held: refused, and the rate is not charged for it
 	run --separate-stderr "$THROTTLE" run r --limit 2/1d --concurrency 1 -- touch ran
 	[ "$status" -eq 75 ]
@@ -196,7 +197,7 @@ wait_gone() {
 	run --separate-stderr "$THROTTLE" run r --limit 2/1d --concurrency 1 -- touch again
 	[ "$status" -eq 75 ]
 	[ ! -e again ]
-	[[ "$stderr" == "throttle: r throttled, retry in 11h59m5"*"s; not running touch" ]]
+	[[ "$stderr" == "throttle: r throttled, retry in 11h59m"*"s; not running touch" ]]
 	# and the refused call left no slot behind
 	run "$THROTTLE" inspect r --format json
 	[[ "$output" == *'"remaining":0'* && "$output" != *'"lease":'* ]]
@@ -206,4 +207,20 @@ wait_gone() {
 	run "$THROTTLE" run s --limit 1/1d --concurrency 1 -- touch s-ran
 	[ "$status" -eq 0 ]
 	[ -e s-ran ]
+}
+
+@test "run --on-error: a store out of reach runs (allow) or refuses (deny) the command" {
+	touch afile # a file where a folder should be: the store cannot open
+	run --separate-stderr "$THROTTLE" --db "$TMP/afile/state.db" --on-error allow run k --limit 1/1d -- touch ran
+	[ "$status" -eq 0 ]
+	[ -e ran ]
+	[[ "$stderr" == *"; running touch (--on-error allow)" ]]
+	run --separate-stderr "$THROTTLE" --db "$TMP/afile/state.db" --on-error deny run k --concurrency 1 --conflict-exit-code 9 -- touch ran2
+	[ "$status" -eq 9 ]
+	[ ! -e ran2 ]
+	# a usage error is never mapped, store or not
+	run --separate-stderr "$THROTTLE" --db "$TMP/afile/state.db" --on-error allow consume k --limit 5/1m --algorithm fixed-window --burst 3
+	[ "$status" -eq 2 ]
+	run --separate-stderr "$THROTTLE" --db "$TMP/afile/state.db" --on-error allow run k --limit 1/1d --concurrency 1 --cost 2 -- true
+	[ "$status" -eq 2 ]
 }

@@ -60,8 +60,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	run bash -c "${line##*make && }"
 	[ "$status" -eq 0 ]
 	[[ "$output" == '{"key":"hello","allowed":true,"algorithm":"gcra","limit":3,"period":60,'* ]]
-	# make check (doc d064dfa48b8d), make install (doc 2a5df156dfea)
-	# and the Development list (doc 96ffd9b6ae07) name real targets
+	# make check, make install and the Development list name real targets
 	for h in d064dfa48b8d 2a5df156dfea 96ffd9b6ae07; do
 		for t in $(doc "$h" | awk '$1 == "make" { print ($2 ~ /^[a-z-]+$/ ? $2 : "all") }'); do
 			grep -q "^$t:" "$ROOT/Makefile" || { echo "make $t: no such target"; return 1; }
@@ -108,7 +107,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 @test "README Recipes: a credit pool and a sliding window, as written" {
 	on_path
 	user=alice
-	block=$(doc e0fd7d815b64)
+	block=$(doc 994705eb7677)
 	pool=$(printf '%s\n' "$block" | grep 'upload\|api:')
 	window=$(printf '%s\n' "$block" | grep 'mail:')
 	# 100 credits, 20 a call: five calls, then one credit a minute
@@ -194,7 +193,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 		line=$(cron_line "$(doc $h)")
 		cron "$line" &
 		track $!
-		sleep 0.5
+		wait_lease "$(printf '%s\n' "$line" | awk '{ print $3 }')"
 		cron "$line" >out 2>&1
 		[ ! -s out ] || { cat out; return 1; }
 		wait
@@ -237,10 +236,10 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 @test "README PAM, man EXAMPLES: the by-hand flow locks out on the sixth try" {
 	on_path
 	# README: policy once, then the attempt, then the reset on success
-	block=$(doc 2f4c3bb89a61)
-	policy=$(printf '%s\n' "$block" | sed -n 1p)
-	attempt=$(printf '%s\n' "$block" | sed -n 2p)
-	success=$(printf '%s\n' "$block" | sed -n 3p)
+	block=$(doc cdd1c3485213)
+	policy=$(printf '%s\n' "$block" | grep 'policy set')
+	attempt=$(printf '%s\n' "$block" | grep ' consume ')
+	success=$(printf '%s\n' "$block" | grep ' reset ')
 	bash -c "$policy"
 	for n in 1 2 3 4 5; do
 		THROTTLE_NOW=1000 PAM_USER=alice bash -c "$attempt" || { echo "try $n refused"; return 1; }
@@ -350,7 +349,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	[ "$stderr" = "$(printf '%s\n' "$block" | sed -n 1p)" ]
 	throttle run sync --concurrency 1 -- sleep 3 &
 	track $!
-	sleep 0.5
+	wait_lease sync
 	run --separate-stderr throttle run sync --concurrency 1 -- ./sync.sh
 	[ "$status" -eq 75 ]
 	want=$(printf '%s\n' "$block" | sed -n 2p)

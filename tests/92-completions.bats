@@ -80,6 +80,8 @@ check_more() {
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db=: $output"; return 1; }
 	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle consume el"
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
+	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle con"
+	[ "$(echo $output)" = "consume" ] || { echo "$shell: THROTTLE_DB= command: $output"; return 1; }
 }
 
 @test "bash (with bash-completion) completes commands, options, values and keys" {

@@ -180,3 +180,15 @@ doc() {
 		return 1
 	fi
 }
+
+# wait_lease KEY: until KEY has a live lease (a job started in the
+# background has taken its slot), at most 10 seconds
+wait_lease() {
+	local _
+	for _ in $(seq 200); do
+		"$THROTTLE" inspect "$1" --format json 2>/dev/null | grep -q '"lease":' && return 0
+		sleep 0.05
+	done
+	echo "no lease on $1 after 10s"
+	return 1
+}
