@@ -122,8 +122,8 @@ const struct cmd_entry cmd_policy_entry = {
 	.name = "policy",
 	.args = "set NAME [limit and lease options] | list | show NAME | "
 		"delete NAME",
-	.summary = "keep limits under a name: a key without limit options "
-		   "uses the policy named like it or its prefix",
+	.summary = "keep limits under a name (login governs login:alice); "
+		   "a command line's options override it one by one",
 	.options = CMDOPT_POLICY,
 	.min_args = 1,
 	.max_args = 2,

@@ -12,6 +12,8 @@
  *	2. Counting the live leases and adding one is one transaction: two
  *	   callers never both take the last slot.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -243,7 +245,12 @@ holder(const struct slots_seen *s, char *buf, size_t len)
 		snprintf(host, sizeof(host), " on %s", l->host);
 	output_human(held, sizeof(held),
 	    s->now > l->acquired ? s->now - l->acquired : 0);
-	if (l->pid > 0)
+	if (l->pid > 0 && l->pgid > 0 && host[0] == '\0' &&
+	    kill((pid_t)l->pid, 0) == -1 && errno == ESRCH)
+		/* a run job whose wrapper is gone: its group holds it */
+		snprintf(buf, len, "process group %lld, for %s",
+		    (long long)l->pgid, held);
+	else if (l->pid > 0)
 		snprintf(buf, len, "pid %lld%s, for %s", (long long)l->pid,
 		    host, held);
 	else

@@ -51,9 +51,16 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		return answer_usage(ans,
 		    "--db: the path is empty; give a state file or a "
 		    "redis:// URL (an empty variable in a script?)");
-	if (c->db == NULL && (env = getenv("THROTTLE_DB")) != NULL &&
-	    *env != '\0')
+	if (c->db == NULL && (env = getenv("THROTTLE_DB")) != NULL) {
+		/* set but empty is a script's mistake, not "the default":
+		 * a guard must not quietly decide on another file */
+		if (*env == '\0')
+			return answer_usage(ans,
+			    "THROTTLE_DB: is set but empty; give a state file "
+			    "or a redis:// URL, or unset it for the default "
+			    "file");
 		c->db = env;
+	}
 	if (c->db == NULL) {
 		if (store_default_path(c->dbbuf, sizeof(c->dbbuf), &err) == -1)
 			return answer_usage(ans, "--db: %s", err);

@@ -263,9 +263,13 @@ keystate_record(struct answer *a, const struct keywork *k, int decision,
     int64_t cost)
 {
 	struct record *r, *s;
-	int i;
+	struct decision d = k->d;
+	int i, locked = k->lk.until > k->now;
 
-	r = keystate_numbers(a, k->key, k->keylen, &k->w[k->bind].lim, &k->d,
+	/* while locked out nothing can be taken: none remains */
+	if (locked)
+		d.remaining = 0;
+	r = keystate_numbers(a, k->key, k->keylen, &k->w[k->bind].lim, &d,
 	    decision, cost);
 	keystate_lockout(a, r, &k->lk, k->now);
 	if (k->n > 1)
@@ -275,7 +279,8 @@ keystate_record(struct answer *a, const struct keywork *k, int decision,
 			rec_secs(s, "period", k->w[i].lim.period, 0);
 			rec_int(s, "burst", k->w[i].lim.burst, 0);
 			rec_bool(s, "allowed", k->w[i].d.allowed, 0);
-			rec_int(s, "remaining", k->w[i].d.remaining, 0);
+			rec_int(s, "remaining",
+			    locked ? 0 : k->w[i].d.remaining, 0);
 			rec_secs(s, "retry_after", k->w[i].d.retry_after, 0);
 			rec_secs(s, "reset_after", k->w[i].d.reset_after, 0);
 		}

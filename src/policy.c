@@ -1,11 +1,10 @@
 /*
  * policy.c: named policies.  A policy is the limit and lease options an
  * administrator sets once (throttle policy set NAME ...), kept in the
- * store as its options normalized to "--name value ...".  A key given
- * without limit options uses the policy named like it, or like its
- * longest prefix before a ':' ("login" governs "login:alice"), and so
- * does a key given with some of them: options on the command line
- * override the policy's one by one (policy_merge()).
+ * store as its options normalized to "--name value ...".  A key uses the
+ * policy named like it, or like its longest prefix before a ':' ("login"
+ * governs "login:alice"), whatever its command line gives: options on the
+ * command line override the policy's one by one (policy_merge()).
  *
  * policy_merge() and policy_spec() are pure (unit-tested); policy_find()
  * reads the store.

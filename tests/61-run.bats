@@ -124,9 +124,13 @@ wait_gone() {
 	[ "$status" -eq 0 ]
 	[[ "$stderr" == *"bg: sh left processes running in its process group"* ]]
 	sleeper=$(cat "$TMP/bg.pid")
-	run "$THROTTLE" run bg --concurrency 1 -- echo second
+	group=${stderr##*process group }
+	group=${group%%;*}
+	run --separate-stderr "$THROTTLE" run bg --concurrency 1 -- echo second
 	kill -0 "$sleeper"
 	[ "$status" -eq 75 ]
+	# the wrapper is gone: the refusal names the group that holds it
+	[[ "$stderr" == "throttle: bg has its one slot held (process group $group, for "*"), retry later; not running echo" ]]
 	wait_gone "$sleeper"
 	run "$THROTTLE" run bg --concurrency 1 -- echo second
 	[ "$status" -eq 0 ]
