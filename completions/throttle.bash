@@ -42,8 +42,8 @@ _throttle()
 	prev=${words[${#words[@]} - 2]}
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
-	local decide="--limit --burst --algorithm --granularity --cost --lockout --wait"
-	local lease="--concurrency --ttl --owner --priority --reserve --wait"
+	local rate="--limit --burst --algorithm --granularity --cost"
+	local lease="--concurrency --ttl --owner --priority --reserve"
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" w i
 
@@ -84,11 +84,12 @@ _throttle()
 	fi
 	if [[ $cur == -* ]]; then
 		case $cmd in
-		consume|check) COMPREPLY=($(compgen -W "$decide $global" -- "$cur")) ;;
-		release) COMPREPLY=($(compgen -W "$decide --lease $global" -- "$cur")) ;;
-		acquire) COMPREPLY=($(compgen -W "$lease $global" -- "$cur")) ;;
+		consume) COMPREPLY=($(compgen -W "$rate --lockout --wait $global" -- "$cur")) ;;
+		check) COMPREPLY=($(compgen -W "$rate --lockout $global" -- "$cur")) ;;
+		release) COMPREPLY=($(compgen -W "$rate --lease $global" -- "$cur")) ;;
+		acquire) COMPREPLY=($(compgen -W "$lease --wait $global" -- "$cur")) ;;
 		renew) COMPREPLY=($(compgen -W "--lease --ttl $global" -- "$cur")) ;;
-		run) COMPREPLY=($(compgen -W "$decide $lease --conflict-exit-code $global" -- "$cur")) ;;
+		run) COMPREPLY=($(compgen -W "$rate --lockout --wait $lease --conflict-exit-code $global" -- "$cur")) ;;
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
 		policy) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
 		verify) COMPREPLY=($(compgen -W "--quick $global" -- "$cur")) ;;
@@ -108,12 +109,18 @@ _throttle()
 		while read -r k; do
 			[[ $k == "$cur"* ]] && COMPREPLY+=("$k")
 		done < <(_throttle_keys)
-		# readline replaces only what follows the last ':' of the word
-		if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
-			for i in "${!COMPREPLY[@]}"; do
+		for i in "${!COMPREPLY[@]}"; do
+			# readline replaces only what follows the last ':'
+			if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
 				COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*:}"}"}
-			done
-		fi
+			fi
+			# a key with a space or a shell character is one word,
+			# as the shell reads it back
+			if [[ ${COMPREPLY[i]} == *[!A-Za-z0-9_.:@/+=,-]* ]]; then
+				printf -v k '%q' "${COMPREPLY[i]}"
+				COMPREPLY[i]=$k
+			fi
+		done
 		;;
 	esac
 }

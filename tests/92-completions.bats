@@ -88,6 +88,20 @@ check_more() {
 	[ -f /usr/share/bash-completion/bash_completion ] || skip "needs bash-completion (apt-get install bash-completion)"
 	check_all_four bash
 	check_more bash alice
+	# each command is offered the options it takes, once
+	run bash_offers "throttle check k --w"
+	[ "$output" = "" ]
+	run bash_offers "throttle run k --"
+	[ "$(printf '%s\n' "$output" | grep -c -- '^--wait$')" -eq 1 ]
+	run bash_offers "throttle release k --lo"
+	[ "$output" = "--lock-timeout" ]
+	# a key with a space or a '$' comes back as one word, quoted
+	throttle consume 'alice smith' --limit 1/1s
+	throttle consume 'x$HOME' --limit 1/1s
+	run bash_offers "throttle consume ali"
+	[ "$output" = 'alice\ smith' ]
+	run bash_offers "throttle consume x"
+	[ "$output" = 'x\$HOME' ]
 	run bash_offers "throttle acquire k --priority "
 	[ "$(echo $output)" = "critical high low normal" ]
 }
