@@ -710,9 +710,11 @@ take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
 		    c->name, sc->ops[1 + c->max_args], c->name);
 	if (sc->nops - 1 > c->max_args)
 		return usage_error(a,
-		    "%s: '%s' is one argument too many (quote a key with "
-		    "spaces); usage: throttle %s %s",
-		    c->name, sc->ops[1 + c->max_args], c->name, c->args);
+		    "%s: '%s' is one argument too many%s; usage: throttle "
+		    "%s%s%s",
+		    c->name, sc->ops[1 + c->max_args],
+		    c->operand_is_key ? " (quote a key with spaces)" : "",
+		    c->name, c->args[0] != '\0' ? " " : "", c->args);
 	a->operand = sc->nops > 1 ? sc->ops[1] : NULL;
 	a->operand2 = sc->nops > 2 ? sc->ops[2] : NULL;
 	if (!c->operand_is_key || a->operand == NULL)
