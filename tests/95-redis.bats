@@ -415,3 +415,18 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run --separate-stderr "$THROTTLE" consume t --limit 1/1m
 	[ "$status" -eq 3 ]
 }
+
+@test "redis: a decision reads its key and policy once, in one round trip with the clock" {
+	start_redis
+	rcli config resetstat >/dev/null
+	run "$THROTTLE" consume rt --limit 5/1m
+	[ "$status" -eq 0 ]
+	stats=$(rcli info commandstats)
+	# the policy lookup's read (WATCH, HGETALL, TIME, HMGET) is the
+	# decision's: the key is not WATCHed or read a second time
+	[[ "$stats" == *"cmdstat_watch:calls=1,"* ]] || { echo "$stats"; return 1; }
+	[[ "$stats" == *"cmdstat_time:calls=1,"* ]]
+	[[ "$stats" == *"cmdstat_hmget:calls=1,"* ]]
+	[[ "$stats" == *"cmdstat_exec:calls=1,"* ]]
+	[[ "$stats" != *"cmdstat_unwatch"* ]]
+}
