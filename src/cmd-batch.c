@@ -525,21 +525,24 @@ drop_lines(struct group *g, int n)
 /*
  * For a store that reads keys faster together (Redis), read the keys of
  * the group's first max requests ahead, in one round trip.  Lines that are not
- * requests are left to be answered as they are.
+ * requests are left to be answered as they are.  The number of lines the
+ * group may take: max, or fewer when the store takes the keys of fewer
+ * (a cluster's group is the requests on one node).
  */
-static void
+static int
 prefetch(struct store *st, struct group *g, int max)
 {
 	char **keys, *words[WORDS_MAX + 2], *copy;
 	size_t *lens;
 	struct args a;
 	const char *err;
-	int i, n = 0, w;
+	int i, n = 0, w, taken, *line;
 
 	if (!store_can_prefetch(st))
-		return;
+		return max;
 	keys = xcalloc((size_t)g->nl + 1, sizeof(*keys));
 	lens = xcalloc((size_t)g->nl + 1, sizeof(*lens));
+	line = xcalloc((size_t)g->nl + 1, sizeof(*line));
 	for (i = 0; i < g->nl && i < max; i++) {
 		if (g->l[i].toolong ||
 		    memchr(g->l[i].text, '\0', g->l[i].len) != NULL)
@@ -554,17 +557,23 @@ prefetch(struct store *st, struct group *g, int max)
 				PARSE_RUN &&
 			    a.key != NULL) {
 				keys[n] = dup_bytes(a.key, a.keylen);
+				line[n] = i;
 				lens[n++] = a.keylen;
 			}
 		}
 		args_free(&a);
 		free(copy);
 	}
-	store_prefetch(st, keys, lens, n);
+	taken = store_prefetch(st, keys, lens, n);
+	/* the lines up to the first request whose key was not taken */
+	if (taken >= 0 && taken < n && line[taken] > 0)
+		max = line[taken];
 	for (i = 0; i < n; i++)
 		free(keys[i]);
 	free(keys);
 	free(lens);
+	free(line);
+	return max;
 }
 
 /*
@@ -583,7 +592,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	int64_t start, now;
 	/* a store that reads ahead holds no lock: no time bound, no gap */
 	int remote = store_can_prefetch(st);
-	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, n, r, full;
+	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full;
 
 	for (;;) {
 		if (store_group_begin(st) == -1) {
@@ -594,13 +603,13 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			drop_lines(g, 1);
 			return flush_group(c, g, 1, NULL, state_failed);
 		}
-		prefetch(st, g, max);
+		lim = prefetch(st, g, max);
 		rewind(mem);
 		start = clock_monotonic();
 		n = 0;
 		do
 			one_line(c, &g->l[n++], g, mem, membuf);
-		while (n < g->nl && n < max &&
+		while (n < g->nl && n < lim &&
 		    (remote || clock_monotonic() - start < GROUP_US));
 		full = !remote && (n < g->nl || n >= max);
 		/* what single decisions do one write in TIDY_EVERY, a group

@@ -34,6 +34,9 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	const struct cmd_entry *cmd = a->cmd;
 	const char *env, *err;
+#ifdef THROTTLE_REDIS
+	char msg[STORE_ERR_MAX];
+#endif
 
 	memset(c, 0, sizeof(*c));
 	c->format = a->format;
@@ -68,6 +71,12 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if (store_check_spec(c->db, &err) == -1)
 		return answer_usage(ans, "--db: '%s' %s", c->db, err);
+#ifdef THROTTLE_REDIS
+	/* a Redis URL that cannot be right is the command line's fault */
+	if (store_is_remote(c->db) && strncmp(c->db, "rediss://", 9) != 0 &&
+	    store_redis_check(c->db, msg, sizeof(msg)) == -1)
+		return answer_usage(ans, "--db: %s", msg);
+#endif
 	store_display(c->db, c->dbname, sizeof(c->dbname));
 	if (clock_now(&c->now, &err) == -1)
 		return answer_usage(ans, "THROTTLE_NOW: '%s' %s",

@@ -64,6 +64,11 @@ struct khash {
 	int n, cap;
 	int touched; /* written: rewritten at commit */
 	int old; /* read from throttle 0.1's keys: those go at commit */
+	int node; /* the server it was read from (rs->node[]) */
+	int ask; /* read there after an ASK: ASKING before each command */
+	unsigned where; /* IN_HASH, IN_OLD(i): where it was read from */
+	unsigned slot; /* a cluster: the hash slot of rkey */
+	int watch; /* read WATCHed */
 };
 
 /* A queued write of a policy: one Redis command. */
@@ -73,8 +78,33 @@ struct qcmd {
 	size_t len[4];
 };
 
+/* A server: the one of redis://, a cluster's node, Sentinel's master. */
+struct node {
+	char *host; /* or a unix socket's path (port 0) */
+	int port;
+	redisContext *c; /* NULL until needed */
+	int watched; /* this connection WATCHes a key of the transaction */
+};
+
+/* What the last failed command's reply asked for (rs->redirect). */
+#define GO_MOVED 1 /* MOVED: the slot is another node's, for good */
+#define GO_ASK 2 /* ASK: this key is another node's while a slot moves */
+#define GO_WAIT 3 /* TRYAGAIN, CLUSTERDOWN: wait, then again */
+#define GO_MASTER 4 /* READONLY, or the master gone: ask Sentinel again */
+
+#define SLOTS 16384
+
 struct rs {
-	redisContext *c;
+	redisContext *c; /* the connection the next command goes to */
+	int kind; /* REDIS_ONE, REDIS_CLUSTER, REDIS_SENTINEL */
+	struct node *node;
+	int nnode, capnode, cur; /* rs->c is node[cur]'s */
+	unsigned short *slot; /* a cluster: node index + 1 of each slot */
+	struct redis_url *url; /* login, database, sentinels */
+	int redirect, redir_slot, redir_node; /* GO_*, from the last reply */
+	int64_t redir_until; /* monotonic: redirects are followed until */
+	int qnode; /* the node of the policies' hash, for queued writes */
+	int replicas; /* writes wait for this many replicas (Sentinel: 1) */
 	char where[300]; /* the server, for messages */
 	char prefix[PREFIX_MAX + 1];
 	char *err;
@@ -102,18 +132,71 @@ struct rs {
 static void
 set_err(struct rs *, const char *, ...) __attribute__((format(printf, 2, 3)));
 
+/* The message: the store, the node when there are several, then fmt. */
 static void
 set_err(struct rs *rs, const char *fmt, ...)
 {
 	va_list ap;
 	int n;
 
-	n = snprintf(rs->err, rs->errlen, "%s: ", rs->where);
+	if (rs->kind == REDIS_ONE || rs->cur < 0 || rs->cur >= rs->nnode)
+		n = snprintf(rs->err, rs->errlen, "%s: ", rs->where);
+	else
+		n = snprintf(rs->err, rs->errlen,
+		    "%s, %s %.200s:%d: ", rs->where,
+		    rs->kind == REDIS_CLUSTER ? "node" : "master",
+		    rs->node[rs->cur].host, rs->node[rs->cur].port);
 	if (n < 0 || (size_t)n >= rs->errlen)
 		return;
 	va_start(ap, fmt);
 	vsnprintf(rs->err + n, rs->errlen - (size_t)n, fmt, ap);
 	va_end(ap);
+}
+
+static int find_node(struct rs *, const char *, size_t, int);
+
+/*
+ * What an error reply asks of a client that can follow it: a cluster's
+ * MOVED (the slot is another node's), ASK (this key is, while its slot
+ * moves), TRYAGAIN or CLUSTERDOWN (wait); Sentinel's master demoted
+ * (READONLY) or gone.  Into rs->redirect, with the slot and node.
+ */
+static void
+note_redirect(struct rs *rs, const redisReply *r)
+{
+	const char *sp, *colon;
+	long slot;
+
+	rs->redirect = 0;
+	if (rs->kind == REDIS_SENTINEL &&
+	    (rs->c->err ||
+		(r != NULL && r->type == REDIS_REPLY_ERROR &&
+		    strncmp(r->str, "READONLY", 8) == 0)))
+		rs->redirect = GO_MASTER;
+	if (rs->kind != REDIS_CLUSTER || r == NULL ||
+	    r->type != REDIS_REPLY_ERROR)
+		return;
+	if (strncmp(r->str, "TRYAGAIN", 8) == 0 ||
+	    strncmp(r->str, "CLUSTERDOWN", 11) == 0) {
+		rs->redirect = GO_WAIT;
+		return;
+	}
+	if (strncmp(r->str, "MOVED ", 6) != 0 &&
+	    strncmp(r->str, "ASK ", 4) != 0)
+		return;
+	/* MOVED 3999 127.0.0.1:6381 (an empty host: the node that said it) */
+	sp = strchr(r->str, ' ') + 1;
+	slot = strtol(sp, NULL, 10);
+	if ((sp = strchr(sp, ' ')) == NULL ||
+	    (colon = strrchr(sp, ':')) == NULL || slot < 0 || slot >= SLOTS)
+		return;
+	sp++;
+	rs->redir_node = colon == sp
+	    ? find_node(rs, rs->node[rs->cur].host,
+		  strlen(rs->node[rs->cur].host), atoi(colon + 1))
+	    : find_node(rs, sp, (size_t)(colon - sp), atoi(colon + 1));
+	rs->redir_slot = (int)slot;
+	rs->redirect = r->str[0] == 'M' ? GO_MOVED : GO_ASK;
 }
 
 /* The message for a failed call: the connection's, or the reply's. */
@@ -129,7 +212,10 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    strncmp(r->str, "MASTERDOWN", 10) == 0 ||
 		    strncmp(r->str, "TRYAGAIN", 8) == 0 ||
 		    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-		    strncmp(r->str, "BUSY ", 5) == 0));
+		    strncmp(r->str, "BUSY ", 5) == 0 ||
+		    (rs->kind == REDIS_SENTINEL &&
+			strncmp(r->str, "READONLY", 8) == 0)));
+	note_redirect(rs, r);
 	if (rs->c->err == REDIS_ERR_IO &&
 	    (errno == EAGAIN || errno == ETIMEDOUT))
 		set_err(rs,
@@ -147,13 +233,19 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "it",
 		    what, rs->prefix);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    rs->kind != REDIS_CLUSTER &&
 	    (strncmp(r->str, "MOVED ", 6) == 0 ||
 		strncmp(r->str, "ASK ", 4) == 0 ||
 		strncmp(r->str, "CROSSSLOT", 9) == 0))
 		set_err(rs,
-		    "%s: %.100s: the server is a Redis Cluster node, and the "
-		    "Redis store speaks to one server; give --db a standalone "
-		    "server (a cluster is not supported yet)",
+		    "%s: %.100s: the server is a Redis Cluster node; give "
+		    "--db redis+cluster://HOST:PORT to use the cluster",
+		    what, r->str);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    rs->kind == REDIS_SENTINEL && strncmp(r->str, "READONLY", 8) == 0)
+		set_err(rs,
+		    "%s: %.100s: the master Sentinel named is a replica now, "
+		    "and Sentinel named no other in time",
 		    what, r->str);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR)
 		set_err(rs, "%s: %.200s", what, r->str);
@@ -227,6 +319,386 @@ cat3(const char *a, size_t an, const char *b, size_t bn, const char *c,
 	p[an + bn + cn] = '\0';
 	*len = an + bn + cn;
 	return p;
+}
+
+/*
+ * The servers.  One server (redis://, unix://) is node 0, and so is the
+ * master Sentinel names; a cluster's nodes are those its slot map names,
+ * each connected to when first needed.  rs->c is the connection of the
+ * node a command goes to next (rs->cur).
+ */
+
+/* The node host:port (a unix socket: port 0), added if new. */
+static int
+find_node(struct rs *rs, const char *host, size_t hlen, int port)
+{
+	int i;
+
+	for (i = 0; i < rs->nnode; i++)
+		if (rs->node[i].port == port &&
+		    strlen(rs->node[i].host) == hlen &&
+		    memcmp(rs->node[i].host, host, hlen) == 0)
+			return i;
+	if (rs->nnode == rs->capnode) {
+		rs->capnode = rs->capnode ? rs->capnode * 2 : 4;
+		rs->node =
+		    xrealloc(rs->node, (size_t)rs->capnode * sizeof(*rs->node));
+	}
+	memset(&rs->node[i], 0, sizeof(rs->node[i]));
+	rs->node[i].host = cat3(host, hlen, "", 0, "", 0, &hlen);
+	rs->node[i].port = port;
+	rs->nnode++;
+	return i;
+}
+
+/* Forget node i's connection (a WATCH on it is gone with it). */
+static void
+node_close(struct rs *rs, int i)
+{
+	if (rs->node[i].c != NULL)
+		redisFree(rs->node[i].c);
+	rs->node[i].c = NULL;
+	rs->node[i].watched = 0;
+	if (rs->cur == i)
+		rs->c = NULL;
+}
+
+/* The timeout of a connect: ?timeout=, within --lock-timeout's left. */
+static struct timeval
+connect_time(const struct rs *rs)
+{
+	int64_t t = rs->timeout, left = rs->deadline - clock_monotonic();
+	struct timeval tv;
+
+	if (rs->lock_timeout > 0 && rs->lock_timeout < t)
+		t = rs->lock_timeout;
+	if (rs->first_try != 0 && !rs->scanning && left < t)
+		t = left > 1000 ? left : 1000;
+	tv.tv_sec = (time_t)(t / US_PER_SEC);
+	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
+	return tv;
+}
+
+/* Log in with user and password, if any: 0, or -1 with the error set. */
+static int
+log_in(struct rs *rs, const char *user, const char *password, const char *who)
+{
+	redisReply *r;
+
+	if (password[0] == '\0')
+		return 0;
+	r = user[0] != '\0' ? redisCommand(rs->c, "AUTH %s %s", user, password)
+			    : redisCommand(rs->c, "AUTH %s", password);
+	if (r != NULL && r->type != REDIS_REPLY_ERROR) {
+		freeReplyObject(r);
+		return 0;
+	}
+	if (rs->c->err)
+		reply_err(rs, r, "logging in");
+	else {
+		rs->unavailable = 0;
+		set_err(rs,
+		    "%s refused the user name or password; check the URL", who);
+	}
+	if (r != NULL)
+		freeReplyObject(r);
+	return -1;
+}
+
+/* Make node i the one commands go to, connecting (and logging in) if it
+ * is not yet: 0, or -1 with the error set. */
+static int
+use_node(struct rs *rs, int i)
+{
+	struct node *nd = &rs->node[i];
+	struct timeval tv = connect_time(rs);
+	redisReply *r;
+
+	if (nd->c != NULL && nd->c->err)
+		node_close(rs, i);
+	rs->cur = i;
+	if ((rs->c = nd->c) != NULL)
+		return 0;
+	nd->c = nd->port == 0 ? redisConnectUnixWithTimeout(nd->host, tv)
+			      : redisConnectWithTimeout(nd->host, nd->port, tv);
+	if (nd->c == NULL) {
+		set_err(rs, "cannot connect: out of memory");
+		return -1;
+	}
+	rs->c = nd->c;
+	if (nd->c->err) {
+		set_err(rs,
+		    "cannot connect: %s (is the server up and reachable?)",
+		    nd->c->errstr);
+		rs->unavailable = 1;
+		node_close(rs, i);
+		return -1;
+	}
+	/* a command that run starts must not inherit the connection */
+	fcntl(nd->c->fd, F_SETFD, FD_CLOEXEC);
+	bound_time(rs, rs->first_try != 0 && !rs->scanning);
+	if (log_in(rs, rs->url->user, rs->url->password, "the server") == -1)
+		goto fail;
+	if (rs->url->db != 0) {
+		if ((r = redisCommand(rs->c, "SELECT %d", rs->url->db)) ==
+			NULL ||
+		    r->type == REDIS_REPLY_ERROR) {
+			reply_err(rs, r, "choosing the database");
+			if (r != NULL)
+				freeReplyObject(r);
+			goto fail;
+		}
+		freeReplyObject(r);
+	}
+	return 0;
+fail:
+	node_close(rs, i);
+	return -1;
+}
+
+/* Make node i's open connection the one replies are read from. */
+static void
+switch_to(struct rs *rs, int i)
+{
+	if (rs->cur == i && rs->c == rs->node[i].c)
+		return;
+	rs->cur = i;
+	rs->c = rs->node[i].c;
+	if (rs->c != NULL)
+		bound_time(rs, rs->first_try != 0 && !rs->scanning);
+}
+
+/* Send what is waiting in node i's buffer, so that it is in flight while
+ * another node's replies are read. */
+static void
+flush_node(struct rs *rs, int i)
+{
+	int done = 0;
+
+	if (rs->node[i].c == NULL)
+		return;
+	while (!done && redisBufferWrite(rs->node[i].c, &done) == REDIS_OK)
+		;
+}
+
+/* CRC16-CCITT (XMODEM), as Redis Cluster hashes a key to its slot. */
+static unsigned
+crc16(const char *p, size_t n)
+{
+	unsigned crc = 0;
+	size_t i;
+	int j;
+
+	for (i = 0; i < n; i++) {
+		crc ^= (unsigned)(unsigned char)p[i] << 8;
+		for (j = 0; j < 8; j++)
+			crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff
+					   : (crc << 1) & 0xffff;
+	}
+	return crc;
+}
+
+/* The hash slot of a Redis key: of what its first {...} holds, if that is
+ * not empty, else of the whole key (the cluster specification's rule). */
+unsigned
+store_redis_slot(const char *k, size_t n)
+{
+	const char *open = memchr(k, '{', n), *close;
+
+	if (open != NULL &&
+	    (close = memchr(open + 1, '}', n - (size_t)(open + 1 - k))) !=
+		NULL &&
+	    close > open + 1)
+		return crc16(open + 1, (size_t)(close - open - 1)) % SLOTS;
+	return crc16(k, n) % SLOTS;
+}
+
+/*
+ * Read the cluster's slot map (CLUSTER SLOTS) from the first node that
+ * answers: the nodes it knows, then the URL's.  0, or -1 with the error
+ * set.
+ */
+static int
+refresh_slots(struct rs *rs)
+{
+	redisReply *r = NULL, *e, *m;
+	size_t i;
+	int n, tries, node, lo, hi, s;
+
+	for (tries = 0; tries < rs->nnode; tries++) {
+		/* the node asked last time first: it answered then */
+		n = (rs->cur + tries) % rs->nnode;
+		if (n < 0 || use_node(rs, n) == -1)
+			continue;
+		bound_time(rs, rs->first_try != 0 && !rs->scanning);
+		if ((r = redisCommand(rs->c, "CLUSTER SLOTS")) != NULL &&
+		    r->type == REDIS_REPLY_ARRAY)
+			break;
+		if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+		    strstr(r->str, "cluster support disabled") != NULL) {
+			rs->unavailable = 0;
+			set_err(rs,
+			    "is not a Redis Cluster node (cluster support "
+			    "disabled); give --db redis://HOST:PORT for one "
+			    "server");
+			freeReplyObject(r);
+			return -1;
+		}
+		reply_err(rs, r, "reading the cluster's slots");
+		if (r != NULL)
+			freeReplyObject(r);
+		r = NULL;
+	}
+	if (r == NULL)
+		return -1; /* the last node's error */
+	memset(rs->slot, 0, SLOTS * sizeof(*rs->slot));
+	for (i = 0; i < r->elements; i++) {
+		e = r->element[i];
+		if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+		    e->element[0]->type != REDIS_REPLY_INTEGER ||
+		    e->element[1]->type != REDIS_REPLY_INTEGER ||
+		    (m = e->element[2])->type != REDIS_REPLY_ARRAY ||
+		    m->elements < 2 ||
+		    m->element[0]->type != REDIS_REPLY_STRING ||
+		    m->element[1]->type != REDIS_REPLY_INTEGER)
+			continue;
+		lo = (int)e->element[0]->integer;
+		hi = (int)e->element[1]->integer;
+		/* no host, or "?": the node that answered's */
+		node = m->element[0]->len == 0 ||
+			strcmp(m->element[0]->str, "?") == 0
+		    ? find_node(rs, rs->node[rs->cur].host,
+			  strlen(rs->node[rs->cur].host),
+			  (int)m->element[1]->integer)
+		    : find_node(rs, m->element[0]->str, m->element[0]->len,
+			  (int)m->element[1]->integer);
+		for (s = lo < 0 ? 0 : lo; s <= hi && s < SLOTS; s++)
+			rs->slot[s] = (unsigned short)(node + 1);
+	}
+	freeReplyObject(r);
+	return 0;
+}
+
+/* The node a Redis key is on: 0 but in a cluster; -1 with the error set
+ * if no node serves its slot. */
+static int
+key_node(struct rs *rs, const char *rkey, size_t rlen)
+{
+	unsigned slot;
+
+	if (rs->kind != REDIS_CLUSTER)
+		return 0;
+	slot = store_redis_slot(rkey, rlen);
+	if (rs->slot[slot] == 0 && refresh_slots(rs) == -1)
+		return -1;
+	if (rs->slot[slot] == 0) {
+		set_err(rs,
+		    "no node serves hash slot %u; is the cluster whole "
+		    "(redis-cli "
+		    "cluster info)?",
+		    slot);
+		rs->unavailable = 1;
+		return -1;
+	}
+	return rs->slot[slot] - 1;
+}
+
+static int find_master(struct rs *);
+
+/* A pause before trying again after a redirect: random, up to 1 ms
+ * doubled with each try, at most 50 ms, within the time left. */
+static void
+nap(struct rs *rs, int tries)
+{
+	int64_t cap = 1000 << (tries < 6 ? tries : 6), t;
+	int64_t left = rs->redir_until - clock_monotonic();
+
+	if (cap > 50000)
+		cap = 50000;
+	t = (int64_t)(host_random() % (uint64_t)cap) + 1;
+	if (t > left)
+		t = left;
+	if (t > 0)
+		clock_sleep(t);
+}
+
+/*
+ * After a command failed with rs->redirect set: follow it (the slot map
+ * mended after a MOVED, a pause for TRYAGAIN or CLUSTERDOWN, the master
+ * asked of Sentinel again) and say to try again (the GO_* followed; for
+ * GO_ASK, rs->redir_node is where), or -1 when not to: no redirect, or
+ * --lock-timeout spent.  *tries counts the calls for one command.
+ */
+static int
+redirected(struct rs *rs, int *tries)
+{
+	int go = rs->redirect;
+	int64_t now = clock_monotonic();
+	char t[32];
+
+	rs->redirect = 0;
+	if (go == 0)
+		return -1;
+	if (++*tries == 1)
+		rs->redir_until = rs->first_try != 0 && !rs->scanning
+		    ? rs->deadline
+		    : now + rs->lock_timeout;
+	/* a move or two is followed at once, even at --lock-timeout 0 */
+	if (now >= rs->redir_until && (go >= GO_WAIT || *tries > 3)) {
+		output_human(t, sizeof(t), rs->lock_timeout);
+		set_err(rs, "%s for %s (--lock-timeout); try again",
+		    go == GO_MASTER
+			? "Sentinel named no master that takes writes"
+			: "the cluster kept moving the key's slot, or was "
+			  "down,",
+		    t);
+		rs->unavailable = 1;
+		return -1;
+	}
+	if (go == GO_MOVED) {
+		rs->slot[rs->redir_slot] = (unsigned short)(rs->redir_node + 1);
+		/* a slot moved: others may have too (a failover, a reshard) */
+		if (*tries > 1 && refresh_slots(rs) == -1)
+			return -1;
+		return go;
+	}
+	if (go == GO_ASK) {
+		if (*tries > 1)
+			nap(rs, *tries); /* ASK again: the move may be over */
+		return go;
+	}
+	nap(rs, *tries);
+	if (go == GO_WAIT && refresh_slots(rs) == -1 && !rs->unavailable)
+		return -1;
+	if (go == GO_MASTER && find_master(rs) == -1 && !rs->unavailable)
+		return -1;
+	return go;
+}
+
+/*
+ * Run one command on the node of the Redis key rkey, following the
+ * cluster's redirections and a Sentinel failover: its reply, or NULL with
+ * the error set.  A slot on the move is waited out (no ASKING): this is
+ * for the policies' hash, whose slot moves seldom.
+ */
+static redisReply *
+run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
+    int argc, const char **argv, const size_t *len)
+{
+	redisReply *r;
+	int n, tries = 0;
+
+	for (;;) {
+		rs->redirect = 0;
+		if ((n = key_node(rs, rkey, rlen)) != -1 &&
+		    use_node(rs, n) != -1 &&
+		    (r = run(rs, what, argc, argv, len)) != NULL)
+			return r;
+		if (rs->kind == REDIS_SENTINEL && rs->unavailable)
+			rs->redirect = GO_MASTER; /* the master gone */
+		if (redirected(rs, &tries) == -1)
+			return NULL;
+	}
 }
 
 /* The hash of key: P{KEY}. */
@@ -466,16 +938,18 @@ where_key(const struct rs *rs, const struct khash *h, int i, size_t *len)
 
 /*
  * Start h as key's hash and queue the reads of the places in where (one
- * command each), the hash WATCHed first if watch; the replies are taken
+ * command each), the hash WATCHed first if watch, on the key's node (on
+ * node ask, with ASKING before each, if ask >= 0); the replies are taken
  * by take_read().  Only the hash is watched: every write of a key
  * rewrites its hash (and deletes its old keys in the same EXEC), so the
  * hash changes whenever the key does, and a WATCH costs the server a
  * search of what the connection watches already (a group of 2,000 keys
- * watched in both layouts spent a second in WATCH).
+ * watched in both layouts spent a second in WATCH).  0, or -1 with the
+ * error set and nothing queued.
  */
-static void
+static int
 queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
-    unsigned where, int watch)
+    unsigned where, int watch, int ask)
 {
 	const char *argv[2 + 4];
 	size_t len[2 + 4];
@@ -485,15 +959,27 @@ queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
 	memset(h, 0, sizeof(*h));
 	h->key = cat3(key, keylen, "", 0, "", 0, &h->keylen);
 	h->rkey = hash_key(rs, key, keylen, &h->rlen);
+	/* throttle 0.1 never ran on a cluster: no old keys to look for */
+	h->where = rs->kind == REDIS_CLUSTER ? where & IN_HASH : where;
+	h->watch = watch;
+	h->ask = ask >= 0;
+	h->slot =
+	    rs->kind == REDIS_CLUSTER ? store_redis_slot(h->rkey, h->rlen) : 0;
+	h->node = ask >= 0 ? ask : key_node(rs, h->rkey, h->rlen);
+	if (h->node == -1 || use_node(rs, h->node) == -1)
+		return -1;
 	argv[0] = "WATCH";
 	len[0] = 5;
 	argv[1] = h->rkey;
 	len[1] = h->rlen;
-	if (watch)
+	if (watch) {
+		if (h->ask)
+			redisAppendCommand(rs->c, "ASKING");
 		redisAppendCommandArgv(rs->c, 2, argv, len);
+	}
 	for (i = 0; i < 5; i++) {
 		k[i] = NULL;
-		if (where & (1u << i)) {
+		if (h->where & (1u << i)) {
 			k[i] = where_key(rs, h, i, &len[n]);
 			argv[n++] = k[i];
 		}
@@ -506,9 +992,12 @@ queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
 		len[0] = strlen(argv[0]);
 		argv[1] = k[i];
 		len[1] = len[n++];
+		if (h->ask)
+			redisAppendCommand(rs->c, "ASKING");
 		redisAppendCommandArgv(rs->c, 2, argv, len);
 		free(k[i]);
 	}
+	return 0;
 }
 
 /* The next reply: 0, or -1 if the connection failed (the error set). */
@@ -523,31 +1012,52 @@ next_reply(struct rs *rs, redisReply **r, const char *what)
 	return -1;
 }
 
+/* The reply to an ASKING, which says nothing: 0, or -1 as next_reply(). */
+static int
+skip_asking(struct rs *rs, const struct khash *h)
+{
+	redisReply *r;
+
+	if (!h->ask)
+		return 0;
+	if (next_reply(rs, &r, "reading a key") == -1)
+		return -1;
+	freeReplyObject(r);
+	return 0;
+}
+
 /*
- * Take the replies of queue_read() into h, merging throttle 0.1's keys
- * (h->old set if any held something).  -1 if the connection failed (no
- * more replies will come); otherwise 0, with *ok set to -1 (and the error
- * set) if a reply was bad.
+ * Take the replies of queue_read() into h, from its node, merging
+ * throttle 0.1's keys (h->old set if any held something).  -1 if the
+ * connection failed (no more replies will come); otherwise 0, with *ok
+ * set to -1 (and the error set) if a reply was bad.
  */
 static int
-take_read(struct rs *rs, struct khash *h, unsigned where, int watch, int *ok)
+take_read(struct rs *rs, struct khash *h, int *ok)
 {
 	redisReply *r;
 	int i;
 
-	if (watch) {
-		if (next_reply(rs, &r, "reading a key") == -1)
+	switch_to(rs, h->node);
+	if (rs->c == NULL) {
+		set_err(rs, "reading a key: the connection was closed");
+		return -1;
+	}
+	if (h->watch) {
+		if (skip_asking(rs, h) == -1 ||
+		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
 		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
 			*ok = -1;
 		else
-			rs->watched = 1;
+			rs->node[h->node].watched = 1;
 		freeReplyObject(r);
 	}
 	for (i = 0; i < 5; i++) {
-		if (!(where & (1u << i)))
+		if (!(h->where & (1u << i)))
 			continue;
-		if (next_reply(rs, &r, "reading a key") == -1)
+		if (skip_asking(rs, h) == -1 ||
+		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
 		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
 			*ok = -1;
@@ -558,22 +1068,22 @@ take_read(struct rs *rs, struct khash *h, unsigned where, int watch, int *ok)
 	return 0;
 }
 
-/*
- * Read key's hash into h, with throttle 0.1's keys merged into it (h->old
- * set if there were any), WATCHing them all first when watch; and the
- * server's TIME after them, into rs->time.  One round trip.  0 or -1.
- */
+/* One try of read_key(), on node ask if ask >= 0. */
 static int
-read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
-    struct khash *h)
+read_key_once(struct rs *rs, const char *key, size_t keylen, int watch,
+    int decision, struct khash *h, int ask)
 {
 	redisReply *r;
 	int ok = 0;
 
-	queue_read(rs, h, key, keylen, IN_ALL, watch);
+	rs->redirect = 0;
+	if (queue_read(rs, h, key, keylen, IN_ALL, watch, ask) == -1) {
+		free_hash(h);
+		return -1;
+	}
 	redisAppendCommand(rs->c, "TIME");
 	bound_time(rs, decision);
-	if (take_read(rs, h, IN_ALL, watch, &ok) == -1 ||
+	if (take_read(rs, h, &ok) == -1 ||
 	    next_reply(rs, &r, "reading a key") == -1)
 		ok = -1;
 	else {
@@ -586,6 +1096,29 @@ read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
 	if (ok == -1)
 		free_hash(h);
 	return ok;
+}
+
+/*
+ * Read key's hash into h, with throttle 0.1's keys merged into it (h->old
+ * set if there were any), WATCHing them all first when watch; and the
+ * server's TIME after them, into rs->time.  One round trip, and another
+ * for each redirection a cluster (or a failover) gives.  0 or -1.
+ */
+static int
+read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
+    struct khash *h)
+{
+	int tries = 0, go, ask = -1;
+
+	while (read_key_once(rs, key, keylen, watch, decision, h, ask) == -1) {
+		if (rs->kind == REDIS_SENTINEL && rs->unavailable &&
+		    rs->redirect == 0)
+			rs->redirect = GO_MASTER; /* the master gone */
+		if ((go = redirected(rs, &tries)) == -1)
+			return -1;
+		ask = go == GO_ASK ? rs->redir_node : -1;
+	}
+	return 0;
 }
 
 /* The hash of a key, read once per transaction. */
@@ -661,6 +1194,7 @@ forget(struct rs *rs)
 		for (j = 0; j < rs->q[i].argc; j++)
 			free(rs->q[i].argv[j]);
 	rs->nq = 0;
+	rs->qnode = -1;
 	rs->has_time = 0;
 }
 
@@ -671,6 +1205,26 @@ policies_key(const struct rs *rs, size_t *len)
 	return cat3(rs->prefix, strlen(rs->prefix), "policies", 8, "", 0, len);
 }
 
+/*
+ * WATCH the policies' hash, in a transaction that writes one: its node is
+ * where the transaction's policy writes go.  0 or -1.
+ */
+static int
+watch_policies(struct rs *rs, const char *k, size_t klen)
+{
+	const char *argv[2] = { "WATCH", k };
+	size_t len[2] = { 5, klen };
+	redisReply *r;
+
+	if ((r = run_keyed(rs, k, klen, "reading a policy", 2, argv, len)) ==
+	    NULL)
+		return -1;
+	freeReplyObject(r);
+	rs->node[rs->cur].watched = 1;
+	rs->qnode = rs->cur;
+	return 0;
+}
+
 /* A policy (REC_POLICY records have the policy's name for key). */
 static int
 get_policy(struct rs *rs, const char *name, size_t nlen, store_rec_fn fn,
@@ -678,22 +1232,17 @@ get_policy(struct rs *rs, const char *name, size_t nlen, store_rec_fn fn,
 {
 	size_t klen;
 	char *k = policies_key(rs, &klen);
-	const char *argv[3] = { "WATCH", k, name };
-	size_t len[3] = { 5, klen, nlen };
+	const char *argv[3] = { "HGET", k, name };
+	size_t len[3] = { 4, klen, nlen };
 	redisReply *r;
 	int ret = -1;
 
-	if (rs->write) {
-		if ((r = run(rs, "reading a policy", 2, argv, len)) == NULL) {
-			free(k);
-			return -1;
-		}
-		freeReplyObject(r);
-		rs->watched = 1;
+	if (rs->write && watch_policies(rs, k, klen) == -1) {
+		free(k);
+		return -1;
 	}
-	argv[0] = "HGET";
-	len[0] = 4;
-	if ((r = run(rs, "reading a policy", 3, argv, len)) != NULL) {
+	if ((r = run_keyed(rs, k, klen, "reading a policy", 3, argv, len)) !=
+	    NULL) {
 		if (r->type == REDIS_REPLY_NIL)
 			ret = 0;
 		else if (r->type == REDIS_REPLY_STRING)
@@ -704,6 +1253,92 @@ get_policy(struct rs *rs, const char *name, size_t nlen, store_rec_fn fn,
 	}
 	free(k);
 	return ret;
+}
+
+/*
+ * For a decision on key that looks its policy up first: read the key
+ * (WATCHed, with its node's TIME) and run the policy query (argv) in the
+ * same round trip, on the key's node and the policies' (both in flight at
+ * once when they differ).  The query's reply, or NULL with the error set;
+ * the key's hash is kept for the decision (rs->carry) unless its read was
+ * redirected, when the decision reads it again.
+ */
+static redisReply *
+carry_read(struct rs *rs, const char *key, size_t keylen, const char *k,
+    size_t klen, int argc, const char **argv, const size_t *len)
+{
+	struct khash *h;
+	redisReply *r = NULL, *t;
+	int ok = 0, pn, fail = 0;
+
+	if (rs->caph == 0) {
+		rs->caph = 4;
+		rs->h = xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
+	}
+	h = &rs->h[0];
+	rs->redirect = 0;
+	if ((pn = key_node(rs, k, klen)) == -1 || use_node(rs, pn) == -1)
+		return run_keyed(rs, k, klen, "reading a policy", argc, argv,
+		    len);
+	if (queue_read(rs, h, key, keylen, IN_ALL, 1, -1) == -1) {
+		free_hash(h);
+		return run_keyed(rs, k, klen, "reading a policy", argc, argv,
+		    len);
+	}
+	redisAppendCommand(rs->c, "TIME");
+	if (pn != h->node) {
+		redisAppendCommandArgv(rs->node[pn].c, argc, argv, len);
+		flush_node(rs, pn);
+	} else
+		redisAppendCommandArgv(rs->c, argc, argv, len);
+	bound_time(rs, 1);
+	if (take_read(rs, h, &ok) == -1 ||
+	    next_reply(rs, &t, "reading a key") == -1)
+		fail = 1;
+	else {
+		if (ok == 0 && bad_reply(rs, t, "reading a key"))
+			ok = -1;
+		else if (ok == 0)
+			take_time(rs, t);
+		freeReplyObject(t);
+	}
+	if (pn != h->node && fail && rs->node[pn].c != NULL) {
+		/* the query's reply is still to come: read it, or drop it */
+		switch_to(rs, pn);
+		if (redisGetReply(rs->c, (void **)&t) == REDIS_OK && t != NULL)
+			freeReplyObject(t);
+		else
+			node_close(rs, pn);
+	}
+	if (fail) {
+		free_hash(h);
+		return NULL;
+	}
+	if (ok == -1 && rs->redirect == 0) {
+		/* the query's reply is read and dropped: the key's error
+		 * is the one to tell */
+		switch_to(rs, pn);
+		if (redisGetReply(rs->c, (void **)&t) == REDIS_OK && t != NULL)
+			freeReplyObject(t);
+		free_hash(h);
+		return NULL;
+	}
+	if (ok == -1)
+		free_hash(h); /* moved: the decision reads it where it is */
+	else {
+		rs->nh = 1;
+		rs->carry = 1;
+	}
+	switch_to(rs, pn);
+	if (next_reply(rs, &r, "reading a policy") == -1)
+		return NULL;
+	if (r->type == REDIS_REPLY_ERROR) {
+		/* the policies' slot moved, or the cluster paused: again */
+		freeReplyObject(r);
+		return run_keyed(rs, k, klen, "reading a policy", argc, argv,
+		    len);
+	}
+	return r;
 }
 
 /*
@@ -721,58 +1356,22 @@ rs_policy_first(void *p, char *const *names, const size_t *lens, int n,
 	redisReply *r = NULL, *e;
 	int i, ret = -1;
 
-	argv[0] = "WATCH";
+	if (rs->write && watch_policies(rs, k, klen) == -1)
+		goto out;
+	argv[0] = "HMGET";
 	len[0] = 5;
 	argv[1] = k;
 	len[1] = klen;
-	if (rs->write) {
-		if ((r = run(rs, "reading a policy", 2, argv, len)) == NULL)
-			goto out;
-		freeReplyObject(r);
-		rs->watched = 1;
-	}
-	argv[0] = "HMGET";
-	len[0] = 5;
 	for (i = 0; i < n; i++) {
 		argv[i + 2] = names[i];
 		len[i + 2] = lens[i];
 	}
-	if (!rs->write && !rs->group && rs->nh == 0) {
-		/* a decision on names[0] follows: read its key (WATCHed)
-		 * and the server's TIME in this same round trip */
-		int ok = 0;
-
-		if (rs->caph == 0) {
-			rs->caph = 4;
-			rs->h =
-			    xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
-		}
-		queue_read(rs, &rs->h[0], names[0], lens[0], IN_ALL, 1);
-		redisAppendCommand(rs->c, "TIME");
-		redisAppendCommandArgv(rs->c, n + 2, argv, len);
-		bound_time(rs, 1);
-		if (take_read(rs, &rs->h[0], IN_ALL, 1, &ok) == -1 ||
-		    next_reply(rs, &r, "reading a key") == -1) {
-			free_hash(&rs->h[0]);
-			goto out;
-		}
-		if (ok == 0 && bad_reply(rs, r, "reading a key"))
-			ok = -1;
-		else if (ok == 0)
-			take_time(rs, r);
-		freeReplyObject(r);
-		r = NULL;
-		if (next_reply(rs, &r, "reading a policy") == -1) {
-			free_hash(&rs->h[0]);
-			goto out;
-		}
-		if (ok == -1 || bad_reply(rs, r, "reading a policy")) {
-			free_hash(&rs->h[0]);
-			goto out;
-		}
-		rs->nh = 1;
-		rs->carry = 1;
-	} else if ((r = run(rs, "reading a policy", n + 2, argv, len)) == NULL)
+	/* a decision on names[0] follows: read its key (WATCHed) and the
+	 * server's TIME in this same round trip */
+	r = !rs->write && !rs->group && rs->nh == 0
+	    ? carry_read(rs, names[0], lens[0], k, klen, n + 2, argv, len)
+	    : run_keyed(rs, k, klen, "reading a policy", n + 2, argv, len);
+	if (r == NULL)
 		goto out;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != (size_t)n) {
 		reply_err(rs, NULL, "reading a policy");
@@ -793,8 +1392,10 @@ rs_policy_first(void *p, char *const *names, const size_t *lens, int n,
 			ret = 1;
 	}
 out:
-	if (ret == -1)
+	if (ret == -1 && rs->carry) {
 		rs->carry = 0; /* a failed lookup's read is not kept */
+		forget(rs);
+	}
 	if (r != NULL)
 		freeReplyObject(r);
 	free(k);
@@ -835,6 +1436,11 @@ rs_put(void *p, const char *key, size_t keylen, int kind, const char *id,
 		k = policies_key(rs, &klen);
 		argv[1] = k;
 		l[1] = klen;
+		if (rs->qnode < 0 &&
+		    (rs->qnode = key_node(rs, k, klen)) == -1) {
+			free(k);
+			return -1;
+		}
 		queue(rs, 4, argv, l);
 		free(k);
 		rs->req_writes++;
@@ -861,30 +1467,24 @@ rs_del(void *p, const char *key, size_t keylen, unsigned mask, const char *id,
 	if (mask & REC_MASK(REC_POLICY)) {
 		size_t klen;
 		char *k = policies_key(rs, &klen);
-		const char *argv[3] = { "WATCH", k, key };
-		size_t len[3] = { 5, klen, keylen };
+		const char *argv[3] = { "HEXISTS", k, key };
+		size_t len[3] = { 7, klen, keylen };
 		redisReply *r;
 
-		if ((r = run(rs, "reading a policy", 2, argv, len)) != NULL) {
+		found = -1;
+		if (watch_policies(rs, k, klen) == 0 &&
+		    (r = run_keyed(rs, k, klen, "reading a policy", 3, argv,
+			 len)) != NULL) {
+			found =
+			    r->type == REDIS_REPLY_INTEGER && r->integer == 1;
 			freeReplyObject(r);
-			rs->watched = 1;
-			argv[0] = "HEXISTS";
-			len[0] = 7;
-			if ((r = run(rs, "reading a policy", 3, argv, len)) !=
-			    NULL) {
-				found = r->type == REDIS_REPLY_INTEGER &&
-				    r->integer == 1;
-				freeReplyObject(r);
-				argv[0] = "HDEL";
-				len[0] = 4;
-				if (found) {
-					queue(rs, 3, argv, len);
-					rs->req_writes++;
-				}
-			} else
-				found = -1;
-		} else
-			found = -1;
+			argv[0] = "HDEL";
+			len[0] = 4;
+			if (found) {
+				queue(rs, 3, argv, len);
+				rs->req_writes++;
+			}
+		}
 		free(k);
 		return found;
 	}
@@ -990,28 +1590,81 @@ append_hash(struct rs *rs, const struct khash *h, int64_t now)
 	return n;
 }
 
+/* Drop the WATCHes of every node that has some. */
 static void
 unwatch(struct rs *rs)
 {
 	redisReply *r;
+	int i;
 
-	if (!rs->watched)
-		return;
-	rs->watched = 0;
-	if ((r = redisCommand(rs->c, "UNWATCH")) != NULL)
-		freeReplyObject(r);
+	for (i = 0; i < rs->nnode; i++) {
+		if (!rs->node[i].watched)
+			continue;
+		rs->node[i].watched = 0;
+		if (rs->node[i].c == NULL || rs->node[i].c->err)
+			continue;
+		switch_to(rs, i);
+		if ((r = redisCommand(rs->c, "UNWATCH")) != NULL)
+			freeReplyObject(r);
+	}
 }
 
+static int
+any_watched(const struct rs *rs)
+{
+	int i;
+
+	for (i = 0; i < rs->nnode; i++)
+		if (rs->node[i].watched)
+			return 1;
+	return 0;
+}
+
+#define SPANS 2 /* exec_writes(): the writes are on more than one node */
+
 /*
- * Send the writes: MULTI, each hash rewritten, each policy write, EXEC.
- * 0 done, 1 the EXEC was refused (a watched key changed), -1 error.
+ * Send the writes: MULTI, each hash rewritten, each policy write, EXEC,
+ * to the node they are all on (with ASKING first if they were read there
+ * after an ASK).  0 done, 1 the EXEC was refused (a watched key changed),
+ * SPANS if they are on more than one node (nothing sent), -1 error.
  */
 static int
 exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 {
 	redisReply *r = NULL;
-	int i, n = 0, ret = 0, conflict = 0;
+	int i, n = 0, ret = 0, conflict = 0, node = -1, ask = 0;
+	unsigned slot = 0;
 
+	/* a cluster runs a MULTI only on keys of one hash slot */
+	for (i = 0; i < nh; i++) {
+		if (!h[i].touched)
+			continue;
+		if (node != -1 && (h[i].node != node || h[i].slot != slot))
+			return SPANS;
+		node = h[i].node;
+		slot = h[i].slot;
+		ask |= h[i].ask;
+	}
+	if (rs->nq > 0) {
+		if (node != -1 &&
+		    (rs->qnode != node || rs->kind == REDIS_CLUSTER))
+			return SPANS;
+		node = rs->qnode;
+	}
+	rs->redirect = 0;
+	switch_to(rs, node < 0 ? 0 : node);
+	if (rs->c == NULL || rs->c->err ||
+	    (nh > 0 && node >= 0 && !rs->node[node].watched)) {
+		/* the WATCH went with the connection: a write now could
+		 * decide on what another host has changed */
+		set_err(rs, "saving: the connection was lost; try again");
+		rs->unavailable = 1;
+		return -1;
+	}
+	if (ask) {
+		redisAppendCommand(rs->c, "ASKING");
+		n++;
+	}
 	redisAppendCommand(rs->c, "MULTI");
 	for (i = 0; i < nh; i++)
 		if (h[i].touched)
@@ -1021,11 +1674,23 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		    (const char **)rs->q[i].argv, rs->q[i].len);
 	n += rs->nq;
 	redisAppendCommand(rs->c, "EXEC");
+	if (rs->replicas > 0) {
+		/* Sentinel: a write no replica has is lost if the master
+		 * fails over now, and its decision with it; wait (in the
+		 * same round trip) for one replica to have it */
+		int64_t left = rs->deadline - clock_monotonic();
+
+		if (rs->scanning || left > rs->timeout)
+			left = rs->timeout;
+		redisAppendCommand(rs->c, "WAIT 1 %lld",
+		    (long long)(left > 1000 ? left / 1000 : 1));
+	}
 	bound_time(rs, !rs->scanning);
 	for (i = 0; i < n + 2; i++) {
 		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
 		    r == NULL) {
 			reply_err(rs, NULL, "saving");
+			rs->redirect = 0; /* it may have been saved: no again */
 			return -1;
 		}
 		if (i == n + 1) {
@@ -1051,7 +1716,31 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		freeReplyObject(r);
 		r = NULL;
 	}
-	rs->watched = 0; /* EXEC unwatches */
+	rs->node[rs->cur].watched = 0; /* EXEC unwatches */
+	if (rs->replicas > 0) {
+		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
+		    r == NULL) {
+			reply_err(rs, NULL, "saving");
+			rs->redirect = 0;
+			return -1;
+		}
+		if (ret == 0 && !conflict &&
+		    (r->type != REDIS_REPLY_INTEGER || r->integer < 1)) {
+			/* kept on the master alone: told as not kept, so a
+			 * failover cannot undo what was allowed */
+			if (r->type == REDIS_REPLY_ERROR)
+				reply_err(rs, r, "waiting for a replica");
+			else
+				set_err(rs,
+				    "saving: no replica confirmed the write "
+				    "in time, and a failover would lose it; "
+				    "is a failover under way?");
+			rs->unavailable = 1;
+			rs->redirect = 0;
+			ret = -1;
+		}
+		freeReplyObject(r);
+	}
 	return ret == -1 ? -1 : conflict;
 }
 
@@ -1125,6 +1814,23 @@ rs_commit(void *p)
 	}
 	r = exec_writes(rs, rs->h, rs->nh, now);
 	forget(rs);
+	if (r == SPANS || (r == -1 && rs->redirect != 0)) {
+		/* a cluster moved a slot since the keys were read (or the
+		 * group's keys are on two nodes), or Sentinel's master
+		 * changed: nothing was saved; read them again where they
+		 * are now */
+		int tries = 1;
+
+		unwatch(rs);
+		if (r == SPANS)
+			rs->redirect = GO_WAIT;
+		rs->redir_until = rs->deadline;
+		if (redirected(rs, &tries) == -1) {
+			done(rs);
+			return -1;
+		}
+		return STORE_RETRY;
+	}
 	if (r == -1) {
 		done(rs);
 		return -1;
@@ -1162,8 +1868,7 @@ rs_rollback(void *p)
 	if (rs->carry && !rs->write)
 		return; /* a read's end: the decision that follows uses it */
 	rs->carry = 0;
-	if (rs->c != NULL && !rs->c->err)
-		unwatch(rs);
+	unwatch(rs);
 	forget(rs);
 	done(rs);
 }
@@ -1234,15 +1939,38 @@ rs_group_end(void *p, int commit)
 /*
  * Read, in one round trip, the keys of a group's requests that it has not
  * read yet (WATCHed, with the server's TIME): each request then decides
- * without a round trip of its own.  0 or -1.
+ * without a round trip of its own.  A group's writes go in one MULTI,
+ * which a cluster runs only on the keys of one hash slot: there it takes
+ * the keys from the first up to one in another slot than the group's.
+ * The number taken (at least 1 of n > 0).
+ * A read that fails leaves each request to read its own key.
  */
 static int
 rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 {
 	struct rs *rs = p;
 	redisReply *r;
-	int i, j, first = rs->nh, ok = 0;
+	char *rkey;
+	size_t rlen;
+	int i, j, first = rs->nh, ok = 0, slot, ks, kn, dead = 0;
 
+	if (rs->kind == REDIS_CLUSTER) {
+		/* a MULTI takes keys of one slot: so does a group */
+		slot = rs->nh > 0 ? (int)rs->h[0].slot : -1;
+		for (i = 0; i < n; i++) {
+			rkey = hash_key(rs, keys[i], lens[i], &rlen);
+			ks = (int)store_redis_slot(rkey, rlen);
+			kn = key_node(rs, rkey, rlen);
+			free(rkey);
+			if (kn == -1 || (slot != -1 && ks != slot))
+				break;
+			slot = ks;
+		}
+		if (i == 0)
+			return n > 0 ? 1
+				     : 0; /* its own read tells what failed */
+		n = i;
+	}
 	for (i = 0; i < n; i++) {
 		for (j = 0; j < rs->nh; j++)
 			if (rs->h[j].keylen == lens[i] &&
@@ -1255,19 +1983,26 @@ rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 			rs->h =
 			    xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
 		}
-		queue_read(rs, &rs->h[rs->nh++], keys[i], lens[i], IN_ALL, 1);
+		if (queue_read(rs, &rs->h[rs->nh++], keys[i], lens[i], IN_ALL,
+			1, -1) == -1) {
+			/* nothing of it was queued */
+			free_hash(&rs->h[--rs->nh]);
+			break;
+		}
 	}
 	if (rs->nh == first)
-		return 0;
+		return n;
+	switch_to(rs, rs->h[first].node);
 	redisAppendCommand(rs->c, "TIME");
 	bound_time(rs, 1);
-	for (i = first; i < rs->nh && ok == 0; i++)
-		if (take_read(rs, &rs->h[i], IN_ALL, 1, &ok) == -1)
+	/* every reply is read, even after a bad one: the connection must
+	 * be left with none pending */
+	for (i = first; i < rs->nh && dead == 0; i++)
+		dead = take_read(rs, &rs->h[i], &ok);
+	if (dead == 0 && next_reply(rs, &r, "reading a key") == 0) {
+		if (ok == 0 && bad_reply(rs, r, "reading a key"))
 			ok = -1;
-	if (ok == 0 && next_reply(rs, &r, "reading a key") == 0) {
-		if (bad_reply(rs, r, "reading a key"))
-			ok = -1;
-		else
+		else if (ok == 0)
 			take_time(rs, r);
 		freeReplyObject(r);
 	} else
@@ -1280,7 +2015,7 @@ rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 	}
 	if (ok == -1)
 		rs->nh = first;
-	return ok;
+	return n;
 }
 
 /* The server's time (or THROTTLE_NOW's), in microseconds. */
@@ -1292,6 +2027,7 @@ rs_now(void *p, int64_t *now)
 	size_t len[1] = { 4 };
 	redisReply *r;
 	const char *err;
+	int n;
 
 	if (clock_pinned()) {
 		if (clock_now(now, &err) == -1) {
@@ -1304,7 +2040,10 @@ rs_now(void *p, int64_t *now)
 		*now = rs->time; /* read with the key, in its round trip */
 		return 0;
 	}
-	if ((r = run(rs, "reading the server's clock", 1, argv, len)) == NULL)
+	/* the clock of the node the transaction writes to */
+	n = rs->nh > 0 ? rs->h[0].node : rs->qnode >= 0 ? rs->qnode : 0;
+	if (use_node(rs, n) == -1 ||
+	    (r = run(rs, "reading the server's clock", 1, argv, len)) == NULL)
 		return -1;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
@@ -1446,19 +2185,37 @@ scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
 	return 0;
 }
 
-/* Every throttle key under the prefix, in either layout: sorted, once. */
+/* Every throttle key under the prefix, in either layout (on every master
+ * of a cluster): sorted, once. */
 static int
 all_keys(struct rs *rs, struct names *ns)
 {
 	static const char *const old[] = { "k:*", "o:*", "l:*", "s:*" };
 	size_t i, j;
+	int m, s;
 
 	memset(ns, 0, sizeof(*ns));
-	if (scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
-		return -1;
-	for (i = 0; i < 4; i++)
-		if (scan_keys(rs, old[i], 2, 0, IN_OLD(i), ns) == -1)
+	if (rs->kind == REDIS_CLUSTER) {
+		/* the masters of today's map, each once */
+		if (refresh_slots(rs) == -1)
 			return -1;
+		for (m = 0; m < rs->nnode; m++) {
+			for (s = 0; s < SLOTS && rs->slot[s] != m + 1; s++)
+				;
+			if (s == SLOTS)
+				continue;
+			if (use_node(rs, m) == -1 ||
+			    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
+				return -1;
+		}
+	} else {
+		if (use_node(rs, 0) == -1 ||
+		    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
+			return -1;
+		for (i = 0; i < 4; i++)
+			if (scan_keys(rs, old[i], 2, 0, IN_OLD(i), ns) == -1)
+				return -1;
+	}
 	if (ns->n > 1)
 		qsort(ns->v, ns->n, sizeof(*ns->v), cmp_name);
 	for (i = j = 0; i < ns->n; i++) {
@@ -1502,7 +2259,7 @@ scan_policies(struct rs *rs, store_scan_fn fn, void *arg)
 	int i, ret = 0;
 
 	memset(&h, 0, sizeof(h));
-	r = run(rs, "listing policies", 2, argv, len);
+	r = run_keyed(rs, k, klen, "listing policies", 2, argv, len);
 	free(k);
 	if (r == NULL)
 		return -1;
@@ -1527,28 +2284,62 @@ scan_policies(struct rs *rs, store_scan_fn fn, void *arg)
 	return ret;
 }
 
+/* Close every connection: replies may be pending on them. */
+static void
+close_all(struct rs *rs)
+{
+	int i;
+
+	for (i = 0; i < rs->nnode; i++)
+		node_close(rs, i);
+}
+
 /*
  * Read the hashes of the n names of v, each from where it was found, into
- * h[0..n), in one round trip (WATCHed if watch).  0, or -1 with every h
- * freed.
+ * h[0..n), in one round trip (to each node that has some; WATCHed if
+ * watch); a key a cluster redirects is read again alone, where it is.
+ * 0, or -1 with every h freed.
  */
 static int
 read_names(struct rs *rs, const struct name *v, size_t n, int watch,
     struct khash *h)
 {
-	size_t i;
-	int ok = 0;
+	char *again = xcalloc(n + 1, 1);
+	size_t i, q;
+	int ok, bad = 0, j;
 
-	for (i = 0; i < n; i++)
-		queue_read(rs, &h[i], v[i].s, v[i].n, v[i].where, watch);
-	bound_time(rs, 0);
-	for (i = 0; i < n && ok == 0; i++)
-		if (take_read(rs, &h[i], v[i].where, watch, &ok) == -1)
-			ok = -1;
-	if (ok == -1)
+	for (q = 0; q < n; q++)
+		if (queue_read(rs, &h[q], v[q].s, v[q].n, v[q].where, watch,
+			-1) == -1) {
+			free_hash(&h[q]);
+			bad = 1;
+			break;
+		}
+	for (j = 0; j < rs->nnode && !bad; j++)
+		flush_node(rs, j);
+	for (i = 0; i < q && bad < 2; i++) {
+		ok = 0;
+		rs->redirect = 0;
+		if (take_read(rs, &h[i], &ok) == -1)
+			bad = 2; /* no more replies on that connection */
+		else if (ok == -1 && rs->redirect != 0)
+			again[i] = 1;
+		else if (ok == -1)
+			bad = 1; /* the rest are read all the same */
+	}
+	if (bad == 2 || (bad && q < n))
+		close_all(rs); /* replies may be left on them */
+	for (i = 0; i < q && !bad; i++)
+		if (again[i]) {
+			free_hash(&h[i]);
+			if (read_key(rs, v[i].s, v[i].n, watch, 0, &h[i]) == -1)
+				bad = 1;
+		}
+	if (bad)
 		for (i = 0; i < n; i++)
 			free_hash(&h[i]);
-	return ok;
+	free(again);
+	return bad ? -1 : 0;
 }
 
 /*
@@ -1643,6 +2434,15 @@ tidy_key(struct rs *rs, const struct name *v, unsigned mask, int64_t now,
 		if (r == 0)
 			for (j = 0; j < REC_KINDS; j++)
 				counts[j] += dropped[j];
+		if (r == -1 && rs->redirect != 0) {
+			/* the slot moved, or the master changed: again */
+			int t = 1;
+
+			rs->redir_until = clock_monotonic() + rs->lock_timeout;
+			if (redirected(rs, &t) == -1)
+				return -1;
+			continue;
+		}
 		if (r != 1)
 			return r;
 	}
@@ -1670,7 +2470,7 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 
 	if (limit > 0)
 		return 0;
-	if (rs->watched || rs->nh > 0 || rs->nq > 0) {
+	if (any_watched(rs) || rs->nh > 0 || rs->nq > 0) {
 		set_err(rs,
 		    "internal error: gc's tidying inside a transaction");
 		return -1;
@@ -1741,103 +2541,195 @@ rs_unavailable(void *p)
 	return ((struct rs *)p)->unavailable;
 }
 
+/*
+ * Ask the sentinels, in turn, where the master named in the URL is; make
+ * it node 0 and check with ROLE that it is a master now.  0, or -1 with
+ * the error set (unavailable if it may answer later).
+ */
+static int
+find_master(struct rs *rs)
+{
+	const struct redis_url *u = rs->url;
+	redisContext *save_c = rs->c;
+	redisReply *r;
+	char host[256];
+	int i, port = 0, save_cur = rs->cur, found = 0, unknown = 0;
+
+	for (i = 0; i < u->nseed && !found; i++) {
+		struct timeval tv = connect_time(rs);
+		redisContext *c = redisConnectWithTimeout(u->seed_host[i],
+		    u->seed_port[i], tv);
+
+		if (c == NULL)
+			continue;
+		rs->c = c;
+		rs->cur = -1; /* messages name the URL, not a master */
+		if (c->err) {
+			set_err(rs,
+			    "cannot connect to Sentinel %s:%d: %s (is it up "
+			    "and reachable?)",
+			    u->seed_host[i], u->seed_port[i], c->errstr);
+			rs->unavailable = 1;
+			redisFree(c);
+			continue;
+		}
+		bound_time(rs, rs->first_try != 0 && !rs->scanning);
+		if (log_in(rs, u->sentinel_user, u->sentinel_password,
+			"Sentinel") == -1) {
+			redisFree(c);
+			continue;
+		}
+		r = redisCommand(c, "SENTINEL get-master-addr-by-name %s",
+		    u->master);
+		if (r != NULL && r->type == REDIS_REPLY_ARRAY &&
+		    r->elements == 2 &&
+		    r->element[0]->type == REDIS_REPLY_STRING &&
+		    r->element[1]->type == REDIS_REPLY_STRING &&
+		    r->element[0]->len < sizeof(host)) {
+			memcpy(host, r->element[0]->str,
+			    r->element[0]->len + 1);
+			port = atoi(r->element[1]->str);
+			found = port > 0;
+		} else if (r != NULL && r->type == REDIS_REPLY_NIL)
+			unknown = 1;
+		else
+			reply_err(rs, r, "asking Sentinel for the master");
+		if (r != NULL)
+			freeReplyObject(r);
+		redisFree(c);
+	}
+	rs->c = save_c;
+	rs->cur = save_cur;
+	if (!found && unknown) {
+		rs->cur = -1;
+		set_err(rs,
+		    "Sentinel knows no master named '%s'; check the name "
+		    "(redis-cli -p 26379 sentinel masters)",
+		    u->master);
+		rs->unavailable = 0;
+		return -1;
+	}
+	if (!found)
+		return -1;
+	if (rs->nnode == 0)
+		find_node(rs, host, strlen(host), port);
+	else if (strcmp(rs->node[0].host, host) != 0 ||
+	    rs->node[0].port != port) {
+		node_close(rs, 0);
+		free(rs->node[0].host);
+		rs->node[0].host = xstrdup(host);
+		rs->node[0].port = port;
+	}
+	if (use_node(rs, 0) == -1)
+		return -1;
+	if ((r = redisCommand(rs->c, "ROLE")) == NULL ||
+	    r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	    r->element[0]->type != REDIS_REPLY_STRING ||
+	    strcmp(r->element[0]->str, "master") != 0) {
+		if (r == NULL || r->type == REDIS_REPLY_ERROR)
+			reply_err(rs, r, "checking the master's role");
+		else {
+			set_err(rs,
+			    "Sentinel named it the master, but it is not one "
+			    "(yet); a failover may be under way");
+			rs->redirect = GO_MASTER;
+		}
+		rs->unavailable = 1;
+		if (r != NULL)
+			freeReplyObject(r);
+		node_close(rs, 0);
+		return -1;
+	}
+	freeReplyObject(r);
+	return 0;
+}
+
+static void rs_close(void *);
+
 static void *
 rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
     size_t errlen, int *unavailable)
 {
 	struct rs *rs;
-	struct redis_url u;
-	struct timeval tv;
-	redisReply *r;
+	struct redis_url *u = xcalloc(1, sizeof(*u));
 	const char *why;
+	int i, tries = 0, ok;
+
 	(void)flags; /* reading never writes on a server either */
-	if (store_redis_parse(spec, &u, &why) == -1) {
-		snprintf(err, errlen,
-		    "%.64s: %s; write redis://[user:password@]host[:port][/db]"
-		    "[?prefix=P&timeout=DUR] or unix:///path/to/redis.sock",
-		    u.where, why);
+	(void)why;
+	if (store_redis_check(spec, err, errlen) == -1 ||
+	    store_redis_parse(spec, u, &why) == -1) {
+		free(u);
 		return NULL;
 	}
 	rs = xcalloc(1, sizeof(*rs));
+	rs->url = u;
+	rs->kind = u->kind;
+	rs->cur = -1;
+	rs->qnode = -1;
 	rs->err = err;
 	rs->errlen = errlen;
 	rs->lock_timeout = lock_timeout;
-	snprintf(rs->where, sizeof(rs->where), "%s", u.where);
-	snprintf(rs->prefix, sizeof(rs->prefix), "%s", u.prefix);
+	snprintf(rs->where, sizeof(rs->where), "%s", u->where);
+	snprintf(rs->prefix, sizeof(rs->prefix), "%s", u->prefix);
 	/* connecting, too, takes no longer than --lock-timeout: connect,
 	 * AUTH and SELECT count against the first decision's */
 	rs->first_try = clock_monotonic();
 	rs->deadline = rs->first_try + lock_timeout;
-	rs->timeout = u.timeout;
-	if (lock_timeout > 0 && lock_timeout < u.timeout)
-		u.timeout = lock_timeout;
-	tv.tv_sec = (time_t)(u.timeout / US_PER_SEC);
-	tv.tv_usec = (suseconds_t)(u.timeout % US_PER_SEC);
-	rs->c = u.socket[0] != '\0'
-	    ? redisConnectUnixWithTimeout(u.socket, tv)
-	    : redisConnectWithTimeout(u.host, u.port, tv);
-	if (rs->c == NULL) {
-		set_err(rs, "cannot connect: out of memory");
-		free(rs);
+	rs->timeout = u->timeout;
+	if (rs->kind == REDIS_ONE) {
+		if (u->socket[0] != '\0')
+			find_node(rs, u->socket, strlen(u->socket), 0);
+		else
+			find_node(rs, u->host, strlen(u->host), u->port);
+		ok = use_node(rs, 0);
+	} else if (rs->kind == REDIS_CLUSTER) {
+		rs->slot = xcalloc(SLOTS, sizeof(*rs->slot));
+		for (i = 0; i < u->nseed; i++)
+			find_node(rs, u->seed_host[i], strlen(u->seed_host[i]),
+			    u->seed_port[i]);
+		rs->cur = 0;
+		ok = refresh_slots(rs);
+	} else {
+		/* a failover promotes a replica: a write only the old
+		 * master has is lost with it (even one a master with no
+		 * replica left took, in the moment Sentinel still named
+		 * it), so every write waits for one replica to have it */
+		rs->replicas = 1;
+		/* during a failover, Sentinel may name the old master for
+		 * a moment, or none: ask again, within --lock-timeout */
+		rs->redir_until = rs->deadline;
+		while ((ok = find_master(rs)) == -1 && rs->unavailable &&
+		    clock_monotonic() < rs->deadline)
+			nap(rs, ++tries);
+	}
+	if (ok == -1) {
+		*unavailable = rs->unavailable;
+		rs->err = NULL;
+		rs_close(rs);
 		return NULL;
 	}
-	if (rs->c->err) {
-		set_err(rs,
-		    "cannot connect: %s (is the server up and reachable?)",
-		    rs->c->errstr);
-		*unavailable = 1;
-		goto fail;
-	}
-	/* a command that run starts must not inherit the connection */
-	fcntl(rs->c->fd, F_SETFD, FD_CLOEXEC);
-	bound_time(rs, lock_timeout > 0);
-	if (u.password[0] != '\0') {
-		r = u.user[0] != '\0'
-		    ? redisCommand(rs->c, "AUTH %s %s", u.user, u.password)
-		    : redisCommand(rs->c, "AUTH %s", u.password);
-		if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-			if (rs->c->err) {
-				reply_err(rs, r, "logging in");
-				*unavailable = 1;
-			} else
-				set_err(rs,
-				    "the server refused the user name or "
-				    "password; check the URL");
-			if (r != NULL)
-				freeReplyObject(r);
-			goto fail;
-		}
-		freeReplyObject(r);
-	}
-	if (u.db != 0) {
-		if ((r = redisCommand(rs->c, "SELECT %d", u.db)) == NULL ||
-		    r->type == REDIS_REPLY_ERROR) {
-			reply_err(rs, r, "choosing the database");
-			*unavailable = rs->unavailable;
-			if (r != NULL)
-				freeReplyObject(r);
-			goto fail;
-		}
-		freeReplyObject(r);
-	}
 	return rs;
-fail:
-	redisFree(rs->c);
-	free(rs);
-	return NULL;
 }
 
 static void
 rs_close(void *p)
 {
 	struct rs *rs = p;
+	int i;
 
 	if (rs == NULL)
 		return;
 	forget(rs);
 	free(rs->h);
 	free(rs->q);
-	redisFree(rs->c);
+	for (i = 0; i < rs->nnode; i++) {
+		node_close(rs, i);
+		free(rs->node[i].host);
+	}
+	free(rs->node);
+	free(rs->slot);
+	free(rs->url);
 	free(rs);
 }
 
@@ -1919,46 +2811,142 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 	return 0;
 }
 
+/* host[:port] in [p, end) into host (256 bytes) and *port. */
+static int
+parse_host(const char *p, const char *end, char *host, int *port,
+    const char **why)
+{
+	const char *colon = memchr(p, ':', (size_t)(end - p));
+	size_t n = (size_t)((colon ? colon : end) - p);
+
+	if (n == 0 || n >= 256) {
+		*why = "the host is missing or too long";
+		return -1;
+	}
+	memcpy(host, p, n);
+	host[n] = '\0';
+	if (colon != NULL &&
+	    parse_port(colon + 1, (size_t)(end - colon - 1), port) == -1) {
+		*why = "the port is not a number from 1 to 65535";
+		return -1;
+	}
+	return 0;
+}
+
+/* [login@]host[:port][,host[:port]...] in [p, end): the seeds. */
+static int
+parse_hosts(const char *p, const char *end, struct redis_url *u, int port,
+    const char **why)
+{
+	const char *at = memchr(p, '@', (size_t)(end - p)), *comma;
+
+	if (at != NULL) {
+		if (parse_login(p, at, u, why) == -1)
+			return -1;
+		p = at + 1;
+	}
+	for (;;) {
+		comma = memchr(p, ',', (size_t)(end - p));
+		if (u->nseed == REDIS_SEEDS) {
+			*why = "names more than 16 hosts";
+			return -1;
+		}
+		u->seed_port[u->nseed] = port;
+		if (parse_host(p, comma ? comma : end, u->seed_host[u->nseed],
+			&u->seed_port[u->nseed], why) == -1)
+			return -1;
+		u->nseed++;
+		if (comma == NULL)
+			return 0;
+		p = comma + 1;
+	}
+}
+
+/* The database number in [d, d + n), if any. */
+static int
+parse_db(const char *d, size_t n, struct redis_url *u, const char **why)
+{
+	if (n > 0 && parse_small(d, n, INT_MAX, &u->db) == -1) {
+		*why = "the database is not a number";
+		return -1;
+	}
+	return 0;
+}
+
 /* redis://[login@]host[:port][/db]: *q the query, if any. */
 static int
 parse_tcp(const char *p, struct redis_url *u, const char **q, const char **why)
 {
-	const char *at, *end, *colon;
-	size_t n;
+	const char *end;
 
 	*q = strchr(p, '?');
 	end = strchr(p, '/');
 	if (end == NULL || (*q != NULL && end > *q))
 		end = *q != NULL ? *q : p + strlen(p);
-	if ((at = memchr(p, '@', (size_t)(end - p))) != NULL) {
-		if (parse_login(p, at, u, why) == -1)
-			return -1;
-		p = at + 1;
-	}
-	colon = memchr(p, ':', (size_t)(end - p));
-	n = (size_t)((colon ? colon : end) - p);
-	if (n == 0 || n >= sizeof(u->host)) {
-		*why = "the host is missing or too long";
+	if (parse_hosts(p, end, u, 6379, why) == -1)
+		return -1;
+	if (u->nseed > 1) {
+		*why = "names more than one host; for a Redis Cluster write "
+		       "redis+cluster://, for Sentinel redis+sentinel://";
 		return -1;
 	}
-	memcpy(u->host, p, n);
-	u->host[n] = '\0';
-	if (colon != NULL &&
-	    parse_port(colon + 1, (size_t)(end - colon - 1), &u->port) == -1) {
-		*why = "the port is not a number from 1 to 65535";
+	snprintf(u->host, sizeof(u->host), "%s", u->seed_host[0]);
+	u->port = u->seed_port[0];
+	if (*end == '/' &&
+	    parse_db(end + 1,
+		*q != NULL ? (size_t)(*q - end - 1) : strlen(end + 1), u,
+		why) == -1)
 		return -1;
-	}
-	if (*end == '/') {
-		const char *d = end + 1;
-		size_t dn = *q != NULL ? (size_t)(*q - d) : strlen(d);
-
-		if (dn > 0 && parse_small(d, dn, INT_MAX, &u->db) == -1) {
-			*why = "the database is not a number";
-			return -1;
-		}
-	}
 	snprintf(u->where, sizeof(u->where), "redis://%.200s:%d/%d", u->host,
 	    u->port, u->db);
+	return 0;
+}
+
+/*
+ * redis+cluster://[login@]host[:port][,host[:port]...] or
+ * redis+sentinel://[login@]host[:port][,...]/MASTER[/db]: *q the query.
+ */
+static int
+parse_many(const char *p, struct redis_url *u, const char **q, const char **why)
+{
+	const char *end, *m, *mend;
+	int sentinel = u->kind == REDIS_SENTINEL;
+
+	*q = strchr(p, '?');
+	end = strchr(p, '/');
+	if (end == NULL || (*q != NULL && end > *q))
+		end = *q != NULL ? *q : p + strlen(p);
+	if (parse_hosts(p, end, u, sentinel ? 26379 : 6379, why) == -1)
+		return -1;
+	m = *end == '/' ? end + 1 : end;
+	mend = *q != NULL ? *q : m + strlen(m);
+	if (!sentinel) {
+		if (m < mend && !(mend - m == 1 && *m == '0')) {
+			*why = "a Redis Cluster has database 0 only; leave /DB "
+			       "out";
+			return -1;
+		}
+		snprintf(u->where, sizeof(u->where),
+		    "redis+cluster://%.200s:%d%s", u->seed_host[0],
+		    u->seed_port[0], u->nseed > 1 ? ",..." : "");
+		return 0;
+	}
+	end = memchr(m, '/', (size_t)(mend - m));
+	if (end == NULL)
+		end = mend;
+	if (end == m || (size_t)(end - m) >= sizeof(u->master) ||
+	    unescape(m, (size_t)(end - m), u->master, sizeof(u->master)) ==
+		-1) {
+		*why = "the master's name, after the hosts, is missing or too "
+		       "long";
+		return -1;
+	}
+	if (*end == '/' &&
+	    parse_db(end + 1, (size_t)(mend - end - 1), u, why) == -1)
+		return -1;
+	snprintf(u->where, sizeof(u->where),
+	    "redis+sentinel://%.150s:%d%s/%.100s", u->seed_host[0],
+	    u->seed_port[0], u->nseed > 1 ? ",..." : "", u->master);
 	return 0;
 }
 
@@ -1973,6 +2961,26 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 		if (unescape(p + 7, n - 7, u->prefix, sizeof(u->prefix)) ==
 		    -1) {
 			*why = "the prefix is too long";
+			return -1;
+		}
+		return 0;
+	}
+	if (strncmp(p, "sentinel_password=", 18) == 0 ||
+	    strncmp(p, "sentinel_user=", 14) == 0) {
+		int pw = p[9] == 'p';
+		size_t skip = pw ? 18 : 14;
+
+		if (u->kind != REDIS_SENTINEL) {
+			*why =
+			    "has sentinel_user= or sentinel_password=, which "
+			    "only redis+sentinel:// takes";
+			return -1;
+		}
+		if (unescape(p + skip, n - skip,
+			pw ? u->sentinel_password : u->sentinel_user,
+			pw ? sizeof(u->sentinel_password)
+			   : sizeof(u->sentinel_user)) == -1) {
+			*why = "the user or password is too long";
 			return -1;
 		}
 		return 0;
@@ -2009,8 +3017,8 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 		}
 		return 0;
 	}
-	*why = "has an option other than prefix=, timeout=, db=, user= or "
-	       "password=";
+	*why = "has an option other than prefix=, timeout=, db=, user=, "
+	       "password=, sentinel_user= or sentinel_password=";
 	return -1;
 }
 
@@ -2029,7 +3037,9 @@ store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 	u->port = 6379;
 	u->timeout = 5 * US_PER_SEC;
 	snprintf(u->prefix, sizeof(u->prefix), "throttle:");
-	snprintf(u->where, sizeof(u->where), "redis");
+	/* until the URL is read, messages name its scheme */
+	snprintf(u->where, sizeof(u->where), "%.*s", (int)strcspn(spec, ":"),
+	    spec);
 	if (strncmp(spec, "rediss://", 9) == 0) {
 		*why =
 		    "TLS (rediss://) needs hiredis 1.0 with TLS; this build's "
@@ -2043,8 +3053,17 @@ store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 	} else if (strncmp(spec, "redis://", 8) == 0) {
 		if (parse_tcp(spec + 8, u, &q, why) == -1)
 			return -1;
+	} else if (strncmp(spec, "redis+cluster://", 16) == 0) {
+		u->kind = REDIS_CLUSTER;
+		if (parse_many(spec + 16, u, &q, why) == -1)
+			return -1;
+	} else if (strncmp(spec, "redis+sentinel://", 17) == 0) {
+		u->kind = REDIS_SENTINEL;
+		if (parse_many(spec + 17, u, &q, why) == -1)
+			return -1;
 	} else {
-		*why = "is not a redis:// or unix:// URL";
+		*why = "is not a redis://, unix://, redis+cluster:// or "
+		       "redis+sentinel:// URL";
 		return -1;
 	}
 	for (p = q ? q + 1 : NULL; p != NULL && *p != '\0';
@@ -2054,7 +3073,40 @@ store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 		if (parse_option(p, n, u, why) == -1)
 			return -1;
 	}
+	if (u->kind == REDIS_CLUSTER && u->db != 0) {
+		*why = "a Redis Cluster has database 0 only; leave db= out";
+		return -1;
+	}
+	if (u->kind == REDIS_CLUSTER &&
+	    (strchr(u->prefix, '{') != NULL ||
+		strchr(u->prefix, '}') != NULL)) {
+		*why = "the prefix has a brace, which would decide the hash "
+		       "slot of every key in a Redis Cluster; use one without";
+		return -1;
+	}
 	return 0;
+}
+
+/*
+ * Is spec a Redis URL this build can use?  0, or -1 with a message that
+ * says what is wrong and how to write one (never the password).
+ */
+int
+store_redis_check(const char *spec, char *msg, size_t len)
+{
+	struct redis_url *u = xcalloc(1, sizeof(*u));
+	const char *why;
+	int r = store_redis_parse(spec, u, &why);
+
+	if (r == -1)
+		snprintf(msg, len,
+		    "%.64s: %s; write redis://[user:password@]host[:port][/db]"
+		    "[?prefix=P&timeout=DUR], unix:///path/to/redis.sock, "
+		    "redis+cluster://host:port[,host:port...] or "
+		    "redis+sentinel://host:26379[,host:port...]/MASTERNAME",
+		    u->where, why);
+	free(u);
+	return r;
 }
 
 /* hiredis's version, for --version. */

@@ -44,6 +44,8 @@ static const struct scheme {
 	const struct store_ops *ops; /* NULL: this build has no such store */
 } schemes[] = {
 	{ "redis://", REDIS_OPS },
+	{ "redis+cluster://", REDIS_OPS },
+	{ "redis+sentinel://", REDIS_OPS },
 	{ "rediss://", REDIS_OPS },
 	{ "unix://", REDIS_OPS },
 };
@@ -109,8 +111,10 @@ store_check_spec(const char *spec, const char **why)
 	    strncmp(spec + n, "://", 3) != 0)
 		return 0;
 	*why = "is a URL of a kind throttle does not know; use redis://, "
-	       "rediss:// or unix:// (a Redis server), or a file path (a "
-	       "file whose name has :// in it: give it as ./NAME)";
+	       "unix:// (a Redis server), redis+cluster:// (a Redis "
+	       "Cluster), redis+sentinel:// (a master Sentinel names), or a "
+	       "file path (a file whose name has :// in it: give it as "
+	       "./NAME)";
 	return -1;
 }
 
@@ -343,14 +347,16 @@ store_can_prefetch(const struct store *st)
 
 /*
  * In a group, read the n keys its requests will read, all at once: an
- * optimisation only (a key a request reads is read then if not before).
+ * optimisation (a key a request reads is read then if not before).  The
+ * number of keys, from the first, that may share the group (n but in a
+ * Redis Cluster, whose group is the requests on one node), or -1.
  */
 int
 store_prefetch(struct store *st, char *const *keys, const size_t *lens, int n)
 {
 	return st->ops->prefetch != NULL
 	    ? st->ops->prefetch(st->impl, keys, lens, n)
-	    : 0;
+	    : n;
 }
 
 /* The store's clock (a Redis server's TIME): 0, or -1 if it has none. */

@@ -784,6 +784,10 @@ const char *store_sqlite_version(void);
 void store_sqlite_single_thread(void);
 
 /* store-redis.c (built with REDIS=1) */
+#define REDIS_ONE 0 /* redis:// or unix://: one server */
+#define REDIS_CLUSTER 1 /* redis+cluster://: a Redis Cluster */
+#define REDIS_SENTINEL 2 /* redis+sentinel://: a master Sentinel names */
+#define REDIS_SEEDS 16
 struct redis_url {
 	char host[256];
 	int port;
@@ -794,11 +798,19 @@ struct redis_url {
 	char prefix[129];
 	int64_t timeout; /* us */
 	char where[300]; /* the server, without the password */
+	int kind; /* REDIS_ONE, REDIS_CLUSTER, REDIS_SENTINEL */
+	int nseed; /* cluster nodes or sentinels to ask first */
+	char seed_host[REDIS_SEEDS][256];
+	int seed_port[REDIS_SEEDS];
+	char master[128]; /* Sentinel: the master's name */
+	char sentinel_user[128], sentinel_password[256];
 };
 #ifdef THROTTLE_REDIS
 int store_redis_parse(const char *, struct redis_url *, const char **);
+int store_redis_check(const char *, char *, size_t);
 extern const struct store_ops store_redis_ops;
 const char *store_redis_version(void);
+unsigned store_redis_slot(const char *, size_t);
 #endif
 
 /* txn.c */

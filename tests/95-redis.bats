@@ -174,9 +174,19 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	run --separate-stderr "$THROTTLE" --db "rediss://localhost" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"TLS"* ]]
-	run --separate-stderr "$THROTTLE" --db "redis://localhost:99999" consume k --limit 1/1s
-	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"port"* ]]
+	# a URL that cannot be right is the command line's fault: exit 2,
+	# naming what is wrong, never the password
+	run --separate-stderr "$THROTTLE" --db "redis://u:hunter2@localhost:99999" consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"--db: redis: the port is not a number"* ]]
+	[[ "$stderr" != *hunter2* ]]
+	for url in 'redis+cluster://h:7000/3' 'redis+cluster://h:7000?db=2' \
+	    'redis+sentinel://h:26379' 'redis+sentinel://h:26379/' \
+	    'redis://a:1,b:2' 'redis://h?sentinel_password=x' \
+	    'redis+cluster://h:1?prefix=a%7Bb'; do
+		run "$THROTTLE" --db "$url" consume k --limit 1/1s
+		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
+	done
 }
 
 @test "redis: killing the server mid-run gives exit 3, never a false allowed" {
@@ -373,7 +383,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	for k in a b c d; do
 		run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$base" --on-error allow consume "$k" --limit 1/1s
 		[ "$status" -eq 3 ]
-		[[ "$stderr" == *"MOVED "*": the server is a Redis Cluster node, and the Redis store speaks to one server;"* ]]
+		[[ "$stderr" == *"MOVED "*": the server is a Redis Cluster node; give --db redis+cluster://HOST:PORT to use the cluster"* ]]
 	done
 }
 
