@@ -22,6 +22,8 @@ struct dead {
 	} * v;
 	size_t n, cap;
 	int64_t keys, lockouts, sheds;
+	size_t gone; /* ended leases forgotten */
+	size_t at, key_gone; /* gc_key_body(): the key, and its leases gone */
 };
 
 static int
@@ -58,10 +60,45 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 		return ctx_fail(c, ans);
 	d->lockouts = store_tidied_lockouts(c->store);
 	d->sheds = store_tidied_sheds(c->store);
+	if (store_one_key(c->store))
+		return 0; /* one transaction a key: gc_key_body() */
 	for (i = 0; i < d->n; i++)
 		if (store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
 			d->v[i].id) == -1)
 			return ctx_fail(c, ans);
+	d->gone = d->n;
+	return 0;
+}
+
+/*
+ * On a store whose transactions write one key (a Redis Cluster): the
+ * ended leases of one key, d->v[d->at], found again and forgotten in a
+ * transaction of the key's own (one renewed meanwhile is kept).
+ */
+static int
+gc_key_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct dead *d = arg, one;
+	size_t i;
+
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	memset(&one, 0, sizeof(one));
+	one.me = d->me;
+	one.now = c->now;
+	if (store_lease_list(c->store, d->v[d->at].key, d->v[d->at].keylen,
+		collect, &one) == -1) {
+		free(one.v);
+		return ctx_fail(c, ans);
+	}
+	for (i = 0; i < one.n; i++)
+		if (store_lease_del(c->store, one.v[i].key, one.v[i].keylen,
+			one.v[i].id) == -1) {
+			free(one.v);
+			return ctx_fail(c, ans);
+		}
+	d->key_gone = one.n;
+	free(one.v);
 	return 0;
 }
 
@@ -70,21 +107,35 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct dead d;
 	struct record *r;
+	int ok;
 
 	(void)a;
 	memset(&d, 0, sizeof(d));
 	host_self(&d.me);
-	if (txn_run(c, 1, gc_body, &d, ans) == 0) {
+	ok = txn_run(c, 1, gc_body, &d, ans) == 0;
+	if (ok && store_one_key(c->store))
+		for (d.at = 0; d.at < d.n && ok; d.at++) {
+			/* the leases of a key are listed together: once */
+			if (d.at > 0 &&
+			    d.v[d.at].keylen == d.v[d.at - 1].keylen &&
+			    memcmp(d.v[d.at].key, d.v[d.at - 1].key,
+				d.v[d.at].keylen) == 0)
+				continue;
+			d.key_gone = 0;
+			ok = txn_run(c, 1, gc_key_body, &d, ans) == 0;
+			d.gone += d.key_gone;
+		}
+	if (ok) {
 		r = answer_record(ans, TEXT_LINE);
 		rec_line(ans, r,
 		    "removed %lld key%s at rest, %zu ended lease%s, "
 		    "%lld ended lockout%s and %lld idle shedder%s",
-		    (long long)d.keys, d.keys == 1 ? "" : "s", d.n,
-		    d.n == 1 ? "" : "s", (long long)d.lockouts,
+		    (long long)d.keys, d.keys == 1 ? "" : "s", d.gone,
+		    d.gone == 1 ? "" : "s", (long long)d.lockouts,
 		    d.lockouts == 1 ? "" : "s", (long long)d.sheds,
 		    d.sheds == 1 ? "" : "s");
 		rec_int(r, "keys", d.keys, 0);
-		rec_int(r, "leases", (int64_t)d.n, 0);
+		rec_int(r, "leases", (int64_t)d.gone, 0);
 		rec_int(r, "lockouts", d.lockouts, 0);
 		rec_int(r, "shedders", d.sheds, 0);
 	}

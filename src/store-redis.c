@@ -165,7 +165,7 @@ static void
 note_redirect(struct rs *rs, const redisReply *r)
 {
 	const char *sp, *colon;
-	long slot;
+	long slot, port;
 
 	rs->redirect = 0;
 	if (rs->kind == REDIS_SENTINEL &&
@@ -191,10 +191,13 @@ note_redirect(struct rs *rs, const redisReply *r)
 	    (colon = strrchr(sp, ':')) == NULL || slot < 0 || slot >= SLOTS)
 		return;
 	sp++;
+	port = strtol(colon + 1, NULL, 10);
+	if (port <= 0 || port > 65535)
+		return;
 	rs->redir_node = colon == sp
 	    ? find_node(rs, rs->node[rs->cur].host,
-		  strlen(rs->node[rs->cur].host), atoi(colon + 1))
-	    : find_node(rs, sp, (size_t)(colon - sp), atoi(colon + 1));
+		  strlen(rs->node[rs->cur].host), (int)port)
+	    : find_node(rs, sp, (size_t)(colon - sp), (int)port);
 	rs->redir_slot = (int)slot;
 	rs->redirect = r->str[0] == 'M' ? GO_MOVED : GO_ASK;
 }
@@ -2588,8 +2591,8 @@ find_master(struct rs *rs)
 		    r->element[0]->len < sizeof(host)) {
 			memcpy(host, r->element[0]->str,
 			    r->element[0]->len + 1);
-			port = atoi(r->element[1]->str);
-			found = port > 0;
+			port = (int)strtol(r->element[1]->str, NULL, 10);
+			found = port > 0 && port <= 65535;
 		} else if (r != NULL && r->type == REDIS_REPLY_NIL)
 			unknown = 1;
 		else
@@ -3160,6 +3163,12 @@ rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	return r;
 }
 
+static int
+rs_one_key(void *p)
+{
+	return ((struct rs *)p)->kind == REDIS_CLUSTER;
+}
+
 const struct store_ops store_redis_ops = {
 	.open = rs_open,
 	.unavailable = rs_unavailable,
@@ -3177,4 +3186,5 @@ const struct store_ops store_redis_ops = {
 	.tidy = rs_tidy,
 	.now = rs_now,
 	.policy_first = rs_policy_first,
+	.one_key = rs_one_key,
 };

@@ -359,6 +359,13 @@ store_prefetch(struct store *st, char *const *keys, const size_t *lens, int n)
 	    : n;
 }
 
+/* Nonzero if a transaction outside a group may write one key only. */
+int
+store_one_key(const struct store *st)
+{
+	return st->ops->one_key != NULL && st->ops->one_key(st->impl);
+}
+
 /* The store's clock (a Redis server's TIME): 0, or -1 if it has none. */
 int
 store_now(struct store *st, int64_t *now)

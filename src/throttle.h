@@ -724,6 +724,9 @@ struct store_ops {
 	 * per name */
 	int (*policy_first)(void *, char *const *, const size_t *, int,
 	    store_rec_fn, void *);
+	/* nonzero if a transaction outside a group may write one key only
+	 * (a Redis Cluster runs a MULTI on one hash slot), or NULL */
+	int (*one_key)(void *);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
 struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
@@ -766,6 +769,7 @@ int store_lease_list(struct store *, const char *, size_t,
     int (*)(const char *, size_t, const struct lease *, void *), void *);
 int store_lease_put(struct store *, const char *, size_t, const struct lease *);
 int store_lease_del(struct store *, const char *, size_t, const char *);
+int store_one_key(const struct store *);
 int store_shed_load(struct store *, const char *, size_t, int64_t *, int64_t *);
 int store_shed_save(struct store *, const char *, size_t, int64_t, int64_t);
 int store_verify(struct store *, int);
