@@ -70,7 +70,9 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		c->db = c->dbbuf;
 	}
 	if (store_check_spec(c->db, &err) == -1)
-		return answer_usage(ans, "--db: '%s' %s", c->db, err);
+		/* the scheme only: the rest may hold a password */
+		return answer_usage(ans, "--db: '%.*s...' %s",
+		    (int)strcspn(c->db, ":"), c->db, err);
 #ifdef THROTTLE_REDIS
 	/* a Redis URL that cannot be right is the command line's fault */
 	if (store_is_remote(c->db) && strncmp(c->db, "rediss://", 9) != 0 &&
@@ -94,6 +96,8 @@ ctx_close(struct ctx *c)
 	if (!c->batch)
 		store_close(c->store);
 	c->store = NULL;
+	free(c->open_err);
+	c->open_err = NULL;
 }
 
 /* The context's store, opened on first use; NULL with the answer set. */
@@ -104,11 +108,19 @@ ctx_store(struct ctx *c, struct answer *a)
 
 	if (c->store != NULL)
 		return c->store;
+	if (c->open_err != NULL) {
+		/* the policy lookup's open failed: the same answer, not a
+		 * second wait for a server that is out of reach */
+		answer_state(a, c->open_err);
+		return NULL;
+	}
 	c->store =
 	    store_open(c->db, c->lock_timeout, c->read_only ? STORE_READ : 0,
 		err, sizeof(err), &c->open_unavailable);
-	if (c->store == NULL)
+	if (c->store == NULL) {
 		answer_state(a, err);
+		c->open_err = xstrdup(err);
+	}
 	return c->store;
 }
 

@@ -68,6 +68,7 @@ struct khash {
 	int ask; /* read there after an ASK: ASKING before each command */
 	unsigned where; /* IN_HASH, IN_OLD(i): where it was read from */
 	unsigned slot; /* a cluster: the hash slot of rkey */
+	unsigned epoch; /* its node's connection that WATCHed it */
 	int watch; /* read WATCHed */
 };
 
@@ -84,6 +85,7 @@ struct node {
 	int port;
 	redisContext *c; /* NULL until needed */
 	int watched; /* this connection WATCHes a key of the transaction */
+	unsigned epoch; /* counts connections made: a WATCH is its epoch's */
 };
 
 /* What the last failed command's reply asked for (rs->redirect). */
@@ -103,7 +105,11 @@ struct rs {
 	struct redis_url *url; /* login, database, sentinels */
 	int redirect, redir_slot, redir_node; /* GO_*, from the last reply */
 	int64_t redir_until; /* monotonic: redirects are followed until */
+	int64_t slice; /* asking one of several nodes: its share of the time */
+	int redirs; /* redirects followed at commit, this decision */
+	int cluster_checked; /* redis://: the server said it is no cluster */
 	int qnode; /* the node of the policies' hash, for queued writes */
+	unsigned qepoch; /* its connection that WATCHed it, or 0 */
 	int replicas; /* writes wait for this many replicas (Sentinel: 1) */
 	char where[300]; /* the server, for messages */
 	char prefix[PREFIX_MAX + 1];
@@ -168,6 +174,12 @@ note_redirect(struct rs *rs, const redisReply *r)
 	long slot, port;
 
 	rs->redirect = 0;
+	if (rs->kind == REDIS_CLUSTER && rs->c->err) {
+		/* the node is gone: a failover, maybe; nothing was written
+		 * yet where this is followed (exec_writes() says so) */
+		rs->redirect = GO_WAIT;
+		return;
+	}
 	if (rs->kind == REDIS_SENTINEL &&
 	    (rs->c->err ||
 		(r != NULL && r->type == REDIS_REPLY_ERROR &&
@@ -245,6 +257,25 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "--db redis+cluster://HOST:PORT to use the cluster",
 		    what, r->str);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    rs->kind == REDIS_ONE && strncmp(r->str, "READONLY", 8) == 0)
+		set_err(rs,
+		    "%s: %.100s: the server is a replica; give --db the "
+		    "master's address, or redis+sentinel://HOST:PORT/MASTER to "
+		    "follow it through failovers",
+		    what, r->str);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    rs->kind == REDIS_ONE && strstr(r->str, "unknown command") != NULL)
+		set_err(rs,
+		    "%s: %.100s: is the server a Sentinel? give --db "
+		    "redis+sentinel://HOST:PORT/MASTER for the master it names",
+		    what, r->str);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "NOPERM", 6) == 0)
+		set_err(rs,
+		    "%s: %.200s: grant the user the commands throttle runs "
+		    "(throttle(1), REDIS)",
+		    what, r->str);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 	    rs->kind == REDIS_SENTINEL && strncmp(r->str, "READONLY", 8) == 0)
 		set_err(rs,
 		    "%s: %.100s: the master Sentinel named is a replica now, "
@@ -282,6 +313,8 @@ bound_time(struct rs *rs, int decision)
 		t = rs->lock_timeout;
 	if (decision && rs->deadline != 0 && left < t)
 		t = left > 1000 ? left : 1000;
+	if (rs->slice > 0 && rs->slice < t)
+		t = rs->slice; /* one of several nodes to ask: its share */
 	tv.tv_sec = (time_t)(t / US_PER_SEC);
 	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
 	redisSetTimeout(rs->c, tv);
@@ -377,6 +410,8 @@ connect_time(const struct rs *rs)
 		t = rs->lock_timeout;
 	if (rs->first_try != 0 && !rs->scanning && left < t)
 		t = left > 1000 ? left : 1000;
+	if (rs->slice > 0 && rs->slice < t)
+		t = rs->slice;
 	tv.tv_sec = (time_t)(t / US_PER_SEC);
 	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
 	return tv;
@@ -429,6 +464,7 @@ use_node(struct rs *rs, int i)
 		return -1;
 	}
 	rs->c = nd->c;
+	nd->epoch++;
 	if (nd->c->err) {
 		set_err(rs,
 		    "cannot connect: %s (is the server up and reachable?)",
@@ -516,6 +552,34 @@ store_redis_slot(const char *k, size_t n)
 	return crc16(k, n) % SLOTS;
 }
 
+/* The time one of n nodes still to ask may take: an even share of what
+ * is left of the decision's (or a scan's) --lock-timeout, so that one
+ * that hangs leaves time for the others. */
+static int64_t
+share(const struct rs *rs, int n)
+{
+	int64_t left = rs->first_try != 0 && !rs->scanning
+	    ? rs->deadline - clock_monotonic()
+	    : rs->lock_timeout;
+
+	if (n <= 1 || left <= 0)
+		return 0;
+	left /= n;
+	return left > 50000 ? left : 50000;
+}
+
+/* Does node m serve a slot (is it a master of the cluster)? */
+static int
+owns_slots(const struct rs *rs, int m)
+{
+	int s;
+
+	for (s = 0; s < SLOTS; s++)
+		if (rs->slot[s] == m + 1)
+			return 1;
+	return 0;
+}
+
 /*
  * Read the cluster's slot map (CLUSTER SLOTS) from the first node that
  * answers: the nodes it knows, then the URL's.  0, or -1 with the error
@@ -526,16 +590,23 @@ refresh_slots(struct rs *rs)
 {
 	redisReply *r = NULL, *e, *m;
 	size_t i;
-	int n, tries, node, lo, hi, s;
+	int n, tries, node, lo, hi, s, start = rs->cur < 0 ? 0 : rs->cur;
+	int nnode = rs->nnode;
 
-	for (tries = 0; tries < rs->nnode; tries++) {
+	for (tries = 0; tries < nnode; tries++) {
 		/* the node asked last time first: it answered then */
-		n = (rs->cur + tries) % rs->nnode;
-		if (n < 0 || use_node(rs, n) == -1)
+		n = (start + tries) % nnode;
+		rs->slice = share(rs, nnode - tries);
+		if (use_node(rs, n) == -1) {
+			rs->slice = 0;
+			if (!rs->unavailable)
+				return -1; /* a refused login: not an outage */
 			continue;
+		}
 		bound_time(rs, rs->first_try != 0 && !rs->scanning);
-		if ((r = redisCommand(rs->c, "CLUSTER SLOTS")) != NULL &&
-		    r->type == REDIS_REPLY_ARRAY)
+		r = redisCommand(rs->c, "CLUSTER SLOTS");
+		rs->slice = 0;
+		if (r != NULL && r->type == REDIS_REPLY_ARRAY)
 			break;
 		if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 		    strstr(r->str, "cluster support disabled") != NULL) {
@@ -547,7 +618,22 @@ refresh_slots(struct rs *rs)
 			freeReplyObject(r);
 			return -1;
 		}
+		if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+		    strstr(r->str, "unknown command") != NULL) {
+			rs->unavailable = 0;
+			set_err(rs,
+			    "does not know CLUSTER SLOTS: is it a Sentinel? "
+			    "give --db redis+sentinel://HOST:PORT/MASTER for "
+			    "one");
+			freeReplyObject(r);
+			return -1;
+		}
 		reply_err(rs, r, "reading the cluster's slots");
+		if (!rs->unavailable) {
+			if (r != NULL)
+				freeReplyObject(r);
+			return -1; /* a misconfiguration: say it */
+		}
 		if (r != NULL)
 			freeReplyObject(r);
 		r = NULL;
@@ -607,6 +693,16 @@ key_node(struct rs *rs, const char *rkey, size_t rlen)
 }
 
 static int find_master(struct rs *);
+
+/* What to do when a node cannot be reached: ask Sentinel for the master,
+ * or a cluster for its slot map (a failover, maybe), again. */
+static int
+out_of_reach(const struct rs *rs)
+{
+	return rs->kind == REDIS_SENTINEL ? GO_MASTER
+	    : rs->kind == REDIS_CLUSTER   ? GO_WAIT
+					  : 0;
+}
 
 /* A pause before trying again after a redirect: random, up to 1 ms
  * doubled with each try, at most 50 ms, within the time left. */
@@ -697,8 +793,8 @@ run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
 		    use_node(rs, n) != -1 &&
 		    (r = run(rs, what, argc, argv, len)) != NULL)
 			return r;
-		if (rs->kind == REDIS_SENTINEL && rs->unavailable)
-			rs->redirect = GO_MASTER; /* the master gone */
+		if (rs->unavailable && rs->redirect == 0)
+			rs->redirect = out_of_reach(rs);
 		if (redirected(rs, &tries) == -1)
 			return NULL;
 	}
@@ -942,7 +1038,7 @@ where_key(const struct rs *rs, const struct khash *h, int i, size_t *len)
 /*
  * Start h as key's hash and queue the reads of the places in where (one
  * command each), the hash WATCHed first if watch, on the key's node (on
- * node ask, with ASKING before each, if ask >= 0); the replies are taken
+ * node at if at >= 0, with ASKING before each if ask); the replies are taken
  * by take_read().  Only the hash is watched: every write of a key
  * rewrites its hash (and deletes its old keys in the same EXEC), so the
  * hash changes whenever the key does, and a WATCH costs the server a
@@ -952,7 +1048,7 @@ where_key(const struct rs *rs, const struct khash *h, int i, size_t *len)
  */
 static int
 queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
-    unsigned where, int watch, int ask)
+    unsigned where, int watch, int at, int ask)
 {
 	const char *argv[2 + 4];
 	size_t len[2 + 4];
@@ -965,10 +1061,10 @@ queue_read(struct rs *rs, struct khash *h, const char *key, size_t keylen,
 	/* throttle 0.1 never ran on a cluster: no old keys to look for */
 	h->where = rs->kind == REDIS_CLUSTER ? where & IN_HASH : where;
 	h->watch = watch;
-	h->ask = ask >= 0;
+	h->ask = ask;
 	h->slot =
 	    rs->kind == REDIS_CLUSTER ? store_redis_slot(h->rkey, h->rlen) : 0;
-	h->node = ask >= 0 ? ask : key_node(rs, h->rkey, h->rlen);
+	h->node = at >= 0 ? at : key_node(rs, h->rkey, h->rlen);
 	if (h->node == -1 || use_node(rs, h->node) == -1)
 		return -1;
 	argv[0] = "WATCH";
@@ -1052,8 +1148,10 @@ take_read(struct rs *rs, struct khash *h, int *ok)
 			return -1;
 		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
 			*ok = -1;
-		else
+		else {
 			rs->node[h->node].watched = 1;
+			h->epoch = rs->node[h->node].epoch;
+		}
 		freeReplyObject(r);
 	}
 	for (i = 0; i < 5; i++) {
@@ -1080,7 +1178,8 @@ read_key_once(struct rs *rs, const char *key, size_t keylen, int watch,
 	int ok = 0;
 
 	rs->redirect = 0;
-	if (queue_read(rs, h, key, keylen, IN_ALL, watch, ask) == -1) {
+	if (queue_read(rs, h, key, keylen, IN_ALL, watch, ask, ask >= 0) ==
+	    -1) {
 		free_hash(h);
 		return -1;
 	}
@@ -1114,9 +1213,8 @@ read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
 	int tries = 0, go, ask = -1;
 
 	while (read_key_once(rs, key, keylen, watch, decision, h, ask) == -1) {
-		if (rs->kind == REDIS_SENTINEL && rs->unavailable &&
-		    rs->redirect == 0)
-			rs->redirect = GO_MASTER; /* the master gone */
+		if (rs->unavailable && rs->redirect == 0)
+			rs->redirect = out_of_reach(rs);
 		if ((go = redirected(rs, &tries)) == -1)
 			return -1;
 		ask = go == GO_ASK ? rs->redir_node : -1;
@@ -1198,6 +1296,7 @@ forget(struct rs *rs)
 			free(rs->q[i].argv[j]);
 	rs->nq = 0;
 	rs->qnode = -1;
+	rs->qepoch = 0;
 	rs->has_time = 0;
 }
 
@@ -1225,6 +1324,7 @@ watch_policies(struct rs *rs, const char *k, size_t klen)
 	freeReplyObject(r);
 	rs->node[rs->cur].watched = 1;
 	rs->qnode = rs->cur;
+	rs->qepoch = rs->node[rs->cur].epoch;
 	return 0;
 }
 
@@ -1272,7 +1372,9 @@ carry_read(struct rs *rs, const char *key, size_t keylen, const char *k,
 {
 	struct khash *h;
 	redisReply *r = NULL, *t;
-	int ok = 0, pn, fail = 0;
+	char *rkey;
+	size_t rlen;
+	int ok = 0, pn = -1, kn, fail = 0;
 
 	if (rs->caph == 0) {
 		rs->caph = 4;
@@ -1280,10 +1382,17 @@ carry_read(struct rs *rs, const char *key, size_t keylen, const char *k,
 	}
 	h = &rs->h[0];
 	rs->redirect = 0;
-	if ((pn = key_node(rs, k, klen)) == -1 || use_node(rs, pn) == -1)
+	/* both nodes found, and connected to, before anything is queued
+	 * (finding one may read the slot map) */
+	rkey = hash_key(rs, key, keylen, &rlen);
+	kn = key_node(rs, rkey, rlen);
+	free(rkey);
+	if (kn == -1 || (pn = key_node(rs, k, klen)) == -1 ||
+	    use_node(rs, pn) == -1 || use_node(rs, kn) == -1 ||
+	    rs->node[pn].c == NULL)
 		return run_keyed(rs, k, klen, "reading a policy", argc, argv,
 		    len);
-	if (queue_read(rs, h, key, keylen, IN_ALL, 1, -1) == -1) {
+	if (queue_read(rs, h, key, keylen, IN_ALL, 1, kn, 0) == -1) {
 		free_hash(h);
 		return run_keyed(rs, k, klen, "reading a policy", argc, argv,
 		    len);
@@ -1635,7 +1744,7 @@ static int
 exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 {
 	redisReply *r = NULL;
-	int i, n = 0, ret = 0, conflict = 0, node = -1, ask = 0;
+	int i, n = 0, ret = 0, conflict = 0, node = -1, ask = 0, lost = 0;
 	unsigned slot = 0;
 
 	/* a cluster runs a MULTI only on keys of one hash slot */
@@ -1647,23 +1756,37 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		node = h[i].node;
 		slot = h[i].slot;
 		ask |= h[i].ask;
+		/* read on a connection since lost, WATCH and all: a write
+		 * now could undo what another host did meanwhile */
+		if (h[i].watch && h[i].epoch != rs->node[node].epoch)
+			lost = 1;
 	}
 	if (rs->nq > 0) {
 		if (node != -1 &&
 		    (rs->qnode != node || rs->kind == REDIS_CLUSTER))
 			return SPANS;
 		node = rs->qnode;
+		if (rs->qepoch != 0 && rs->qepoch != rs->node[node].epoch)
+			lost = 1;
 	}
 	rs->redirect = 0;
-	switch_to(rs, node < 0 ? 0 : node);
-	if (rs->c == NULL || rs->c->err ||
-	    (nh > 0 && node >= 0 && !rs->node[node].watched)) {
-		/* the WATCH went with the connection: a write now could
-		 * decide on what another host has changed */
+	if (node < 0)
+		node = 0;
+	if (lost || rs->node[node].c == NULL || rs->node[node].c->err) {
+		/* what this transaction read was WATCHed on a connection
+		 * that is gone (or blind policy writes, whose node is not
+		 * connected yet): read again, unless the node is out of
+		 * reach */
+		if (!lost && nh == 0 && use_node(rs, node) == 0)
+			goto send;
+		rs->cur = node;
 		set_err(rs, "saving: the connection was lost; try again");
 		rs->unavailable = 1;
+		rs->redirect = GO_WAIT; /* nothing was sent: again */
 		return -1;
 	}
+	switch_to(rs, node);
+send:
 	if (ask) {
 		redisAppendCommand(rs->c, "ASKING");
 		n++;
@@ -1685,6 +1808,11 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 
 		if (rs->scanning || left > rs->timeout)
 			left = rs->timeout;
+		if (rs->lock_timeout > 0 && left > rs->lock_timeout)
+			left = rs->lock_timeout;
+		/* half of what is left: the reply must come before the
+		 * socket's own timeout, which has the rest, says it is late */
+		left /= 2;
 		redisAppendCommand(rs->c, "WAIT 1 %lld",
 		    (long long)(left > 1000 ? left / 1000 : 1));
 	}
@@ -1733,12 +1861,15 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 			 * failover cannot undo what was allowed */
 			if (r->type == REDIS_REPLY_ERROR)
 				reply_err(rs, r, "waiting for a replica");
-			else
+			else {
 				set_err(rs,
 				    "saving: no replica confirmed the write "
-				    "in time, and a failover would lose it; "
-				    "is a failover under way?");
-			rs->unavailable = 1;
+				    "in time, so a failover could lose it: "
+				    "not told as decided (the master may "
+				    "keep it); is a replica down, or a "
+				    "failover under way?");
+				rs->unavailable = 1;
+			}
 			rs->redirect = 0;
 			ret = -1;
 		}
@@ -1781,6 +1912,7 @@ done(struct rs *rs)
 		return;
 	rs->first_try = 0;
 	rs->retries = 0;
+	rs->redirs = 0;
 }
 
 /*
@@ -1822,13 +1954,15 @@ rs_commit(void *p)
 		 * group's keys are on two nodes), or Sentinel's master
 		 * changed: nothing was saved; read them again where they
 		 * are now */
-		int tries = 1;
-
 		unwatch(rs);
 		if (r == SPANS)
 			rs->redirect = GO_WAIT;
+		/* counted over the decision's tries, so that a slot that
+		 * keeps moving is given up on at --lock-timeout */
 		rs->redir_until = rs->deadline;
-		if (redirected(rs, &tries) == -1) {
+		if (rs->redirs == 0)
+			rs->redirs = 1;
+		if (redirected(rs, &rs->redirs) == -1) {
 			done(rs);
 			return -1;
 		}
@@ -1987,7 +2121,7 @@ rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 			    xrealloc(rs->h, (size_t)rs->caph * sizeof(*rs->h));
 		}
 		if (queue_read(rs, &rs->h[rs->nh++], keys[i], lens[i], IN_ALL,
-			1, -1) == -1) {
+			1, -1, 0) == -1) {
 			/* nothing of it was queued */
 			free_hash(&rs->h[--rs->nh]);
 			break;
@@ -2030,7 +2164,7 @@ rs_now(void *p, int64_t *now)
 	size_t len[1] = { 4 };
 	redisReply *r;
 	const char *err;
-	int n;
+	int n, i;
 
 	if (clock_pinned()) {
 		if (clock_now(now, &err) == -1) {
@@ -2043,11 +2177,28 @@ rs_now(void *p, int64_t *now)
 		*now = rs->time; /* read with the key, in its round trip */
 		return 0;
 	}
-	/* the clock of the node the transaction writes to */
-	n = rs->nh > 0 ? rs->h[0].node : rs->qnode >= 0 ? rs->qnode : 0;
-	if (use_node(rs, n) == -1 ||
-	    (r = run(rs, "reading the server's clock", 1, argv, len)) == NULL)
+	/* the clock of the node the transaction writes to; before it has
+	 * read a key (gc, inspect), a cluster's first master that answers */
+	n = rs->nh > 0 ? rs->h[0].node : rs->qnode >= 0 ? rs->qnode : -1;
+	for (i = 0, r = NULL; r == NULL && i < (n >= 0 ? 1 : rs->nnode); i++) {
+		int m =
+		    n >= 0 ? n : ((rs->cur < 0 ? 0 : rs->cur) + i) % rs->nnode;
+
+		if (n < 0 && rs->kind == REDIS_CLUSTER && !owns_slots(rs, m))
+			continue;
+		rs->slice = n >= 0 ? 0 : share(rs, rs->nnode - i);
+		if (use_node(rs, m) == 0)
+			r = run(rs, "reading the server's clock", 1, argv, len);
+		rs->slice = 0;
+		if (r == NULL && !rs->unavailable)
+			return -1;
+	}
+	if (r == NULL) {
+		if (rs->err[0] == '\0')
+			set_err(rs,
+			    "reading the server's clock: no node answered");
 		return -1;
+	}
 	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    r->element[1]->type != REDIS_REPLY_STRING) {
@@ -2188,6 +2339,39 @@ scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
 	return 0;
 }
 
+/*
+ * redis:// names one server: one that is a cluster node would show a
+ * scan a third of the keys, and take a policy on the wrong node, without
+ * a MOVED to say so.  Asked (INFO cluster) by what walks many keys or the
+ * policies, once.  0, or -1 with the error set.
+ */
+static int
+not_a_cluster(struct rs *rs)
+{
+	redisReply *r;
+	int bad;
+
+	if (rs->kind != REDIS_ONE || rs->cluster_checked)
+		return 0;
+	if (use_node(rs, 0) == -1 ||
+	    (r = run(rs, "asking the server", 2,
+		 (const char *[]){ "INFO", "cluster" },
+		 (const size_t[]){ 4, 7 })) == NULL)
+		return -1;
+	bad = r->type == REDIS_REPLY_STRING &&
+	    strstr(r->str, "cluster_enabled:1") != NULL;
+	freeReplyObject(r);
+	if (bad) {
+		rs->unavailable = 0;
+		set_err(rs,
+		    "the server is a Redis Cluster node; give --db "
+		    "redis+cluster://HOST:PORT to use the cluster");
+		return -1;
+	}
+	rs->cluster_checked = 1;
+	return 0;
+}
+
 /* Every throttle key under the prefix, in either layout (on every master
  * of a cluster): sorted, once. */
 static int
@@ -2195,7 +2379,7 @@ all_keys(struct rs *rs, struct names *ns)
 {
 	static const char *const old[] = { "k:*", "o:*", "l:*", "s:*" };
 	size_t i, j;
-	int m, s;
+	int m;
 
 	memset(ns, 0, sizeof(*ns));
 	if (rs->kind == REDIS_CLUSTER) {
@@ -2203,16 +2387,14 @@ all_keys(struct rs *rs, struct names *ns)
 		if (refresh_slots(rs) == -1)
 			return -1;
 		for (m = 0; m < rs->nnode; m++) {
-			for (s = 0; s < SLOTS && rs->slot[s] != m + 1; s++)
-				;
-			if (s == SLOTS)
+			if (!owns_slots(rs, m))
 				continue;
 			if (use_node(rs, m) == -1 ||
 			    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
 				return -1;
 		}
 	} else {
-		if (use_node(rs, 0) == -1 ||
+		if (not_a_cluster(rs) == -1 || use_node(rs, 0) == -1 ||
 		    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
 			return -1;
 		for (i = 0; i < 4; i++)
@@ -2262,6 +2444,10 @@ scan_policies(struct rs *rs, store_scan_fn fn, void *arg)
 	int i, ret = 0;
 
 	memset(&h, 0, sizeof(h));
+	if (not_a_cluster(rs) == -1) {
+		free(k);
+		return -1;
+	}
 	r = run_keyed(rs, k, klen, "listing policies", 2, argv, len);
 	free(k);
 	if (r == NULL)
@@ -2311,9 +2497,27 @@ read_names(struct rs *rs, const struct name *v, size_t n, int watch,
 	size_t i, q;
 	int ok, bad = 0, j;
 
+	int *at = xcalloc(n + 1, sizeof(*at));
+	char *rkey;
+	size_t rlen;
+
+	/* every node first: finding one may read the slot map, which must
+	 * not happen on a connection with replies still to come */
+	for (q = 0; q < n && !bad; q++) {
+		rkey = hash_key(rs, v[q].s, v[q].n, &rlen);
+		if ((at[q] = key_node(rs, rkey, rlen)) == -1 ||
+		    use_node(rs, at[q]) == -1)
+			bad = 1;
+		free(rkey);
+	}
+	if (bad) {
+		free(at);
+		free(again);
+		return -1;
+	}
 	for (q = 0; q < n; q++)
 		if (queue_read(rs, &h[q], v[q].s, v[q].n, v[q].where, watch,
-			-1) == -1) {
+			at[q], 0) == -1) {
 			free_hash(&h[q]);
 			bad = 1;
 			break;
@@ -2342,6 +2546,7 @@ read_names(struct rs *rs, const struct name *v, size_t n, int watch,
 		for (i = 0; i < n; i++)
 			free_hash(&h[i]);
 	free(again);
+	free(at);
 	return bad ? -1 : 0;
 }
 
@@ -2557,11 +2762,17 @@ find_master(struct rs *rs)
 	redisReply *r;
 	char host[256];
 	int i, port = 0, save_cur = rs->cur, found = 0, unknown = 0;
+	int misconf = 0, port_asked = 0;
 
 	for (i = 0; i < u->nseed && !found; i++) {
-		struct timeval tv = connect_time(rs);
-		redisContext *c = redisConnectWithTimeout(u->seed_host[i],
-		    u->seed_port[i], tv);
+		struct timeval tv;
+		redisContext *c;
+
+		/* a sentinel that hangs leaves the others their share */
+		rs->slice = share(rs, u->nseed - i);
+		tv = connect_time(rs);
+		c = redisConnectWithTimeout(u->seed_host[i], u->seed_port[i],
+		    tv);
 
 		if (c == NULL)
 			continue;
@@ -2580,7 +2791,10 @@ find_master(struct rs *rs)
 		if (log_in(rs, u->sentinel_user, u->sentinel_password,
 			"Sentinel") == -1) {
 			redisFree(c);
-			continue;
+			if (rs->unavailable)
+				continue;
+			misconf = 1; /* a refused login: say so */
+			break;
 		}
 		r = redisCommand(c, "SENTINEL get-master-addr-by-name %s",
 		    u->master);
@@ -2594,21 +2808,39 @@ find_master(struct rs *rs)
 			port = (int)strtol(r->element[1]->str, NULL, 10);
 			found = port > 0 && port <= 65535;
 		} else if (r != NULL && r->type == REDIS_REPLY_NIL)
-			unknown = 1;
-		else
+			unknown = port_asked = u->seed_port[i];
+		else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+		    strstr(r->str, "unknown command") != NULL) {
+			set_err(rs,
+			    "%s:%d does not know SENTINEL: it is no Sentinel; "
+			    "give --db redis://HOST:PORT for one server, or "
+			    "redis+cluster:// for a cluster node",
+			    u->seed_host[i], u->seed_port[i]);
+			rs->unavailable = 0;
+			misconf = 1;
+		} else {
 			reply_err(rs, r, "asking Sentinel for the master");
+			misconf = !rs->unavailable;
+		}
 		if (r != NULL)
 			freeReplyObject(r);
 		redisFree(c);
+		if (misconf)
+			break;
 	}
+	rs->slice = 0;
 	rs->c = save_c;
 	rs->cur = save_cur;
+	if (misconf) {
+		rs->unavailable = 0;
+		return -1;
+	}
 	if (!found && unknown) {
 		rs->cur = -1;
 		set_err(rs,
 		    "Sentinel knows no master named '%s'; check the name "
-		    "(redis-cli -p 26379 sentinel masters)",
-		    u->master);
+		    "(redis-cli -p %d sentinel masters)",
+		    u->master, port_asked);
 		rs->unavailable = 0;
 		return -1;
 	}
@@ -2636,8 +2868,8 @@ find_master(struct rs *rs)
 			    "Sentinel named it the master, but it is not one "
 			    "(yet); a failover may be under way");
 			rs->redirect = GO_MASTER;
+			rs->unavailable = 1;
 		}
-		rs->unavailable = 1;
 		if (r != NULL)
 			freeReplyObject(r);
 		node_close(rs, 0);
@@ -2800,7 +3032,8 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 		/* redis://password@host, as redis-cli takes */
 		if (unescape(p, (size_t)(at - p), u->password,
 			sizeof(u->password)) == -1) {
-			*why = "the password is too long";
+			*why =
+			    "the password is too long or has a bad %XX escape";
 			return -1;
 		}
 		return 0;
@@ -2808,7 +3041,8 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 	if (unescape(p, (size_t)(colon - p), u->user, sizeof(u->user)) == -1 ||
 	    unescape(colon + 1, (size_t)(at - colon - 1), u->password,
 		sizeof(u->password)) == -1) {
-		*why = "the user or password is too long";
+		*why =
+		    "the user or password is too long or has a bad %XX escape";
 		return -1;
 	}
 	return 0;
@@ -2824,6 +3058,11 @@ parse_host(const char *p, const char *end, char *host, int *port,
 
 	if (n == 0 || n >= 256) {
 		*why = "the host is missing or too long";
+		return -1;
+	}
+	if (*p == '[') {
+		*why = "an IPv6 address is not supported; give a host name "
+		       "that resolves to it";
 		return -1;
 	}
 	memcpy(host, p, n);
@@ -2925,8 +3164,8 @@ parse_many(const char *p, struct redis_url *u, const char **q, const char **why)
 	mend = *q != NULL ? *q : m + strlen(m);
 	if (!sentinel) {
 		if (m < mend && !(mend - m == 1 && *m == '0')) {
-			*why = "a Redis Cluster has database 0 only; leave /DB "
-			       "out";
+			*why = "a Redis Cluster has database 0 only, and no "
+			       "master's name: leave /... out";
 			return -1;
 		}
 		snprintf(u->where, sizeof(u->where),
@@ -2983,7 +3222,8 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 			pw ? u->sentinel_password : u->sentinel_user,
 			pw ? sizeof(u->sentinel_password)
 			   : sizeof(u->sentinel_user)) == -1) {
-			*why = "the user or password is too long";
+			*why = "the user or password is too long or has a bad "
+			       "%XX escape";
 			return -1;
 		}
 		return 0;
@@ -2994,7 +3234,8 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 
 		if (unescape(p + skip, n - skip, pw ? u->password : u->user,
 			pw ? sizeof(u->password) : sizeof(u->user)) == -1) {
-			*why = "the user or password is too long";
+			*why = "the user or password is too long or has a bad "
+			       "%XX escape";
 			return -1;
 		}
 		return 0;

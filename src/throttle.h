@@ -268,6 +268,8 @@ struct ctx {
 	int64_t now; /* us: the time of the decision */
 	struct store *store;
 	int open_unavailable; /* opening the store failed: out of reach */
+	char *open_err; /* opening the store failed: why (not tried again,
+			 * so a call spends --lock-timeout once) */
 };
 
 /* Which command options a command takes (cmd_entry.options). */
