@@ -21,6 +21,7 @@
 #include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "throttle.h"
@@ -107,8 +108,22 @@ store_check_spec(const char *spec, const char **why)
 	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+."
 	    "-");
 
-	if (find_scheme(spec) != NULL || n == 0 ||
-	    strncmp(spec + n, "://", 3) != 0)
+	if (find_scheme(spec) != NULL)
+		return 0;
+	/* redis:pw@host, redis+cluster//host, unix:/path: a Redis URL
+	 * mistyped, which as a file would quietly limit this one host (with
+	 * the password in a file name); a file so named is ./NAME */
+	if ((strncasecmp(spec, "redis", 5) == 0 &&
+		(spec[5] == ':' || spec[5] == '+' ||
+		    strncasecmp(spec + 5, "s:", 2) == 0)) ||
+	    strncasecmp(spec, "unix:", 5) == 0) {
+		*why = "looks like a Redis URL but is not one; write "
+		       "redis://, unix://, redis+cluster:// or "
+		       "redis+sentinel://, in lower case (a file whose name "
+		       "starts so: give it as ./NAME)";
+		return -1;
+	}
+	if (n == 0 || strncmp(spec + n, "://", 3) != 0)
 		return 0;
 	*why = "is a URL of a kind throttle does not know; use redis://, "
 	       "unix:// (a Redis server), redis+cluster:// (a Redis "

@@ -534,10 +534,25 @@ let_go() {
 }
 
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
-	for url in 'redis+tls://127.0.0.1:7301' 'postgres://db/x' 'http://x'; do
+	for url in 'postgres://db/x' 'http://u:hunter2@x'; do
 		run at 1 consume k --limit 5/1h --db "$url"
 		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
 		[[ "$output" == *"a URL of a kind throttle does not know"*"redis://"* ]]
+		[[ "$output" != *hunter2* ]]
+		THROTTLE_DB=$url run at 1 consume k --limit 5/1h
+		[ "$status" -eq 2 ]
+		run at 1 inspect --db "$url"
+		[ "$status" -eq 2 ]
+	done
+	# a Redis URL mistyped is no file name: it would limit one host only,
+	# with the password in a file's name
+	for url in 'redis+tls://127.0.0.1:7301' 'redis:hunter2@127.0.0.1' \
+	    'redis+sentinel:/:hunter2@127.0.0.1:26379/m' 'redis+cluster//h:7000' \
+	    'REDIS://:hunter2@h' 'unix:/run/redis.sock' 'rediss:h'; do
+		run at 1 consume k --limit 5/1h --db "$url"
+		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
+		[[ "$output" == *"looks like a Redis URL but is not one"* ]]
+		[[ "$output" != *hunter2* ]]
 		THROTTLE_DB=$url run at 1 consume k --limit 5/1h
 		[ "$status" -eq 2 ]
 		run at 1 inspect --db "$url"
