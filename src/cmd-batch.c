@@ -591,10 +591,19 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	const char *cerr;
 	int64_t start, now;
 	/* a store that reads ahead holds no lock: no time bound, no gap */
-	int remote = store_can_prefetch(st);
+	int remote = st != NULL && store_can_prefetch(st);
 	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full;
 
 	for (;;) {
+		if (st == NULL) {
+			/* the store could not be opened: every request is
+			 * answered, as the store's error (said once) */
+			for (n = 0; n < g->nl; n++)
+				reply_error(g, "", 0, c->open_err,
+				    ctx_map(c, EXIT_STATE));
+			drop_lines(g, g->nl);
+			return flush_group(c, g, 1, NULL, state_failed);
+		}
 		if (store_group_begin(st) == -1) {
 			/* the lock or the file: answer the first line, go on */
 			snprintf(err, sizeof(err), "%s", store_error(st));
@@ -654,8 +663,18 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    "batch: answers are JSON lines; leave --format out");
 		return;
 	}
-	if ((st = ctx_store(c, ans)) == NULL)
-		return;
+	if ((st = ctx_store(c, ans)) == NULL) {
+		/* a file that cannot be used, or a server misconfigured, is
+		 * refused before any request; a server out of reach is said
+		 * once here, and each request still
+		 * gets its answer line (the error, or allowed under
+		 * --on-error allow), as it would if the outage began later */
+		if (!c->open_unavailable || !store_is_remote(c->db))
+			return;
+		log_msg("%s", c->open_err);
+		answer_free(ans);
+		answer_init(ans);
+	}
 	if ((mem = open_memstream(&membuf, &memlen)) == NULL ||
 	    (g.notes = open_memstream(&g.notebuf, &g.notelen)) == NULL) {
 		log_msg("batch: out of memory");
