@@ -315,9 +315,37 @@ set_slot() {
 	[[ "$stderr" == *"cannot connect"*"allowing anyway"* ]]
 	run --separate-stderr "$THROTTLE" --db "redis+cluster://127.0.0.1:$((M3 + 6))" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
-	# the first node given is down, the next answers: the cluster is found
-	run "$THROTTLE" --db "redis+cluster://127.0.0.1:$((M3 + 6)),127.0.0.1:$M2?prefix=$PFX" consume k --limit 1/1s
+	# the first nodes given are down, the next answers: the cluster is
+	# found, and every command works, gc and inspect (which ask a clock
+	# before reading a key) too
+	dead=127.0.0.1:$((M3 + 6)),127.0.0.1:$((M3 + 7))
+	for u in "$dead,127.0.0.1:$M2" "127.0.0.1:$((M3 + 6)),127.0.0.1:$M2,127.0.0.1:$((M3 + 7))"; do
+		export THROTTLE_DB="redis+cluster://$u?prefix=$PFX"
+		run "$THROTTLE" consume k --limit 5/1h
+		[ "$status" -eq 0 ] || { echo "$u: $output"; return 1; }
+		run "$THROTTLE" inspect k
+		[ "$status" -eq 0 ] || { echo "$u: $output"; return 1; }
+		run "$THROTTLE" gc
+		[ "$status" -eq 0 ] || { echo "$u: $output"; return 1; }
+	done
+	# a batch whose store is out of reach still answers every request
+	printf 'consume a --limit 1/1s\nconsume b --limit 1/1s\n' >two
+	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms batch <two
+	[ "$status" -eq 3 ]
+	[ "$(echo "$output" | grep -c '"exit":3')" -eq 2 ]
+	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms --on-error allow batch <two
 	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c '"exit":0')" -eq 2 ]
+}
+
+@test "cluster: redis:// on a cluster node is refused by what walks keys and policies too" {
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$M1?prefix=$PFX" --on-error allow inspect
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the server is a Redis Cluster node; give --db redis+cluster://HOST:PORT"* ]]
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$M1?prefix=$PFX" policy list
+	[ "$status" -eq 3 ]
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$M1?prefix=$PFX" gc
+	[ "$status" -eq 3 ]
 }
 
 @test "README: the redis+cluster:// URL, pointed at this cluster, shares one limit" {

@@ -80,12 +80,17 @@ in_sync() {
 
 @test "sentinel: decisions, policies, leases and gc go to the master Sentinel names" {
 	m=$(master)
+	waits=$(redis-cli -p "$m" info commandstats | tr -d '\r' |
+	    sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')
 	for n in 1 2 3; do at 1000 consume k --limit 3/60s; done
 	run --separate-stderr at 1000 consume k --limit 3/60s --format json
 	[ "$status" -eq 1 ]
 	[ "$(field retry_after "$output")" = 20 ]
 	[ "$(redis-cli -p "$m" exists "$PFX{k}")" = 1 ]
-	# every write waited for the replica: it has the key already
+	# every write waited for a replica to have it (WAIT 1): 3 writes
+	now=$(redis-cli -p "$m" info commandstats | tr -d '\r' |
+	    sed -n 's/^cmdstat_wait:calls=\([0-9]*\),.*/\1/p')
+	[ $((now - ${waits:-0})) -eq 3 ]
 	[ "$(redis-cli -p "$(other)" exists "$PFX{k}")" = 1 ]
 	at 1000 policy set login --limit 2/1m --lockout 10m
 	run at 1000 policy list
@@ -119,6 +124,37 @@ in_sync() {
 	[[ "$stderr" == *"cannot connect to Sentinel 127.0.0.1:$dead"* ]]
 	run "$THROTTLE" --db "redis+sentinel://127.0.0.1:$dead/mymaster" --lock-timeout 1s --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 0 ]
+	# and that takes --lock-timeout once, not once for the policy lookup
+	# and again for the decision
+	s=$(date +%s%N)
+	run "$THROTTLE" --db "redis+sentinel://127.0.0.1:$dead/mymaster" --lock-timeout 1s run j --limit 1/1s -- true
+	[ "$status" -eq 3 ]
+	[ $((($(date +%s%N) - s) / 1000000)) -lt 1800 ]
+	# a data node given as a sentinel, a sentinel as a server: told so
+	run --separate-stderr "$THROTTLE" --db "redis+sentinel://127.0.0.1:$(master)/mymaster" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"does not know SENTINEL: it is no Sentinel"* ]]
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$S1" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"is the server a Sentinel? give --db redis+sentinel://"* ]]
+	# a replica given as the server refuses the write: never an outage
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$(other)" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the server is a replica; give --db the master's address, or redis+sentinel://"* ]]
+}
+
+@test "sentinel: a user the master refuses WAIT or ROLE is a misconfiguration, never failed open" {
+	m=$(master)
+	for cmd in wait role; do
+		redis-cli -p "$m" acl setuser "no$cmd" on '>pw' '~*' '+@all' "-$cmd" >/dev/null
+		redis-cli -p "$(other)" acl setuser "no$cmd" on '>pw' '~*' '+@all' "-$cmd" >/dev/null
+		run --separate-stderr "$THROTTLE" --db "redis+sentinel://no$cmd:pw@127.0.0.1:$S1/mymaster?prefix=$PFX" \
+		    --on-error allow --lock-timeout 2s consume k --limit 5/1h
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == *"NOPERM"*"grant the user the commands throttle runs"* ]]
+		redis-cli -p "$m" acl deluser "no$cmd" >/dev/null
+		redis-cli -p "$(other)" acl deluser "no$cmd" >/dev/null
+	done
 }
 
 @test "sentinel: a write no replica confirms is never told allowed" {
@@ -129,7 +165,7 @@ in_sync() {
 	run --separate-stderr "$THROTTLE" consume k --limit 5/1h --lock-timeout 1s
 	kill -CONT "$pid"
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"no replica confirmed the write in time, and a failover would lose it"* ]]
+	[[ "$stderr" == *"no replica confirmed the write in time, so a failover could lose it: not told as decided"* ]]
 	in_sync
 	run "$THROTTLE" consume k --limit 5/1h --format json
 	[ "$status" -eq 0 ]
@@ -183,8 +219,12 @@ in_sync() {
 	[[ "$(ask 'consume b --limit 5/1h')" == *'"remaining":4'* ]]
 	failover "$old"
 	# the old master is a replica now, and refuses the write (READONLY):
-	# the batch asks Sentinel again, and decides on the new master
-	[[ "$(ask 'consume b --limit 5/1h')" == *'"remaining":3'* ]]
+	# the batch asks Sentinel again, and decides on the new master, once
+	# the old one has caught up with it (until a replica has a write,
+	# it is not told as decided)
+	in_sync
+	answer=$(ask 'consume b --limit 5/1h')
+	[[ "$answer" == *'"remaining":3'* ]] || { echo "$answer"; cat "$TMP/batch.err"; return 1; }
 	[ "$(redis-cli -p "$(master)" hexists "$PFX{b}" k0)" = 1 ]
 	[ "$(master)" != "$old" ]
 	exec {BATCH[1]}>&-
