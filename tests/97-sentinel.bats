@@ -130,6 +130,15 @@ in_sync() {
 	run "$THROTTLE" --db "redis+sentinel://127.0.0.1:$dead/mymaster" --lock-timeout 1s run j --limit 1/1s -- true
 	[ "$status" -eq 3 ]
 	[ $((($(date +%s%N) - s) / 1000000)) -lt 1800 ]
+	# a sentinel that hangs leaves the next its time: the call ends well
+	# within the lock timeout, decided
+	kill -STOP "$(cat "$FLEET/s1/pid")"
+	s=$(date +%s%N)
+	run "$THROTTLE" --db "redis+sentinel://127.0.0.1:$S1,127.0.0.1:$S2/mymaster?prefix=$PFX" --lock-timeout 3s consume hung --limit 1/1s
+	took=$((($(date +%s%N) - s) / 1000000))
+	kill -CONT "$(cat "$FLEET/s1/pid")"
+	[ "$status" -eq 0 ]
+	[ "$took" -lt 2500 ] || { echo "took $took ms"; return 1; }
 	# a data node given as a sentinel, a sentinel as a server: told so
 	run --separate-stderr "$THROTTLE" --db "redis+sentinel://127.0.0.1:$(master)/mymaster" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 3 ]
