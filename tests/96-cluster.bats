@@ -6,37 +6,15 @@
 
 load lib
 
-setup_file() {
-	[ -z "${THROTTLE_TEST_REDIS:-}" ] || return 0
-	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || return 0
-	"$THROTTLE" --version | grep -q redis || return 0
-	FLEET=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-cluster.XXXXXX")
-	export FLEET
-	"$BATS_TEST_DIRNAME/redis-fleet" cluster "$FLEET" >/dev/null 2>"$FLEET/error" || true
-}
+setup_file() { fleet_start cluster; }
 
-teardown_file() {
-	[ -n "${FLEET:-}" ] || return 0
-	"$BATS_TEST_DIRNAME/redis-fleet" stop "$FLEET"
-	rm -rf "$FLEET"
-}
+teardown_file() { fleet_stop; }
 
 setup() {
-	TRACKED=()
-	[ -z "${THROTTLE_TEST_REDIS:-}" ] || skip "runs in the first pass (it starts servers of its own)"
-	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
-	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
-	"$THROTTLE" --version | grep -q redis || skip "this throttle was built without Redis (make REDIS=1)"
-	[ -s "$FLEET/url" ] || { cat "$FLEET/error"; return 1; }
-	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
-	cd "$TMP" || return 1
-	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
-	URL=$(cat "$FLEET/url")
-	PFX="t$BATS_TEST_NUMBER.${TMP##*.}:"
-	export THROTTLE_DB="$URL?prefix=$PFX"
-	read -r _ M1 < <(grep '^m1 ' "$FLEET/ports")
-	read -r _ M2 < <(grep '^m2 ' "$FLEET/ports")
-	read -r _ M3 < <(grep '^m3 ' "$FLEET/ports")
+	fleet_setup
+	M1=$(fleet_port m1)
+	M2=$(fleet_port m2)
+	M3=$(fleet_port m3)
 }
 
 # slot KEY: the hash slot of throttle KEY's hash under this test's prefix.

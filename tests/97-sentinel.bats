@@ -6,37 +6,15 @@
 
 load lib
 
-setup_file() {
-	[ -z "${THROTTLE_TEST_REDIS:-}" ] || return 0
-	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || return 0
-	"$THROTTLE" --version | grep -q redis || return 0
-	FLEET=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-sentinel.XXXXXX")
-	export FLEET
-	"$BATS_TEST_DIRNAME/redis-fleet" sentinel "$FLEET" >/dev/null 2>"$FLEET/error" || true
-}
+setup_file() { fleet_start sentinel; }
 
-teardown_file() {
-	[ -n "${FLEET:-}" ] || return 0
-	"$BATS_TEST_DIRNAME/redis-fleet" stop "$FLEET"
-	rm -rf "$FLEET"
-}
+teardown_file() { fleet_stop; }
 
 setup() {
-	TRACKED=()
-	[ -z "${THROTTLE_TEST_REDIS:-}" ] || skip "runs in the first pass (it starts servers of its own)"
-	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
-	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
-	"$THROTTLE" --version | grep -q redis || skip "this throttle was built without Redis (make REDIS=1)"
-	[ -s "$FLEET/url" ] || { cat "$FLEET/error"; return 1; }
-	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
-	cd "$TMP" || return 1
-	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
-	URL=$(cat "$FLEET/url")
-	PFX="t$BATS_TEST_NUMBER.${TMP##*.}:"
-	export THROTTLE_DB="$URL?prefix=$PFX"
-	read -r _ S1 < <(grep '^s1 ' "$FLEET/ports")
-	read -r _ S2 < <(grep '^s2 ' "$FLEET/ports")
-	read -r _ S3 < <(grep '^s3 ' "$FLEET/ports")
+	fleet_setup
+	S1=$(fleet_port s1)
+	S2=$(fleet_port s2)
+	S3=$(fleet_port s3)
 }
 
 # master: the port of the master the sentinels name now.

@@ -192,3 +192,44 @@ wait_lease() {
 	echo "no lease on $1 after 10s"
 	return 1
 }
+
+# Servers for a whole file (96-cluster, 97-sentinel): fleet_start KIND in
+# setup_file starts a tests/redis-fleet of KIND (cluster, sentinel) once,
+# fleet_stop in teardown_file stops exactly what it started, and
+# fleet_setup in setup skips or fails as the file's tests need, and gives
+# each test TMP, URL, PFX (a prefix of its own) and THROTTLE_DB.  On a
+# server pass they skip: the first pass ran them.
+fleet_start() {
+	[ -z "${THROTTLE_TEST_REDIS:-}" ] || return 0
+	command -v redis-server >/dev/null && command -v redis-cli >/dev/null || return 0
+	"$THROTTLE" --version | grep -q redis || return 0
+	FLEET=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-$1.XXXXXX")
+	export FLEET
+	"$BATS_TEST_DIRNAME/redis-fleet" "$1" "$FLEET" >/dev/null 2>"$FLEET/error" || true
+}
+
+fleet_stop() {
+	[ -n "${FLEET:-}" ] || return 0
+	"$BATS_TEST_DIRNAME/redis-fleet" stop "$FLEET"
+	rm -rf "$FLEET"
+}
+
+fleet_setup() {
+	TRACKED=()
+	[ -z "${THROTTLE_TEST_REDIS:-}" ] || skip "runs in the first pass (it starts servers of its own)"
+	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
+	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
+	"$THROTTLE" --version | grep -q redis || skip "this throttle was built without Redis (make REDIS=1)"
+	[ -s "$FLEET/url" ] || { cat "$FLEET/error"; return 1; }
+	TMP=$(mktemp -d "${BATS_TMPDIR:-/tmp}/throttle-test.XXXXXX")
+	cd "$TMP" || return 1
+	unset THROTTLE_NOW THROTTLE_FORMAT XDG_STATE_HOME
+	URL=$(cat "$FLEET/url")
+	PFX="t$BATS_TEST_NUMBER.${TMP##*.}:"
+	export THROTTLE_DB="$URL?prefix=$PFX"
+}
+
+# fleet_port NAME: the port of the fleet's server NAME (m1, s2, master...).
+fleet_port() {
+	sed -n "s/^$1 //p" "$FLEET/ports"
+}
