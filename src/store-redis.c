@@ -108,6 +108,7 @@ struct rs {
 	int64_t slice; /* asking one of several nodes: its share of the time */
 	int redirs; /* redirects followed at commit, this decision */
 	int cluster_checked; /* redis://: the server said it is no cluster */
+	struct names *names; /* the keys this transaction listed, or NULL */
 	int qnode; /* the node of the policies' hash, for queued writes */
 	unsigned qepoch; /* its connection that WATCHed it, or 0 */
 	int replicas; /* writes wait for this many replicas (Sentinel: 1) */
@@ -1282,12 +1283,15 @@ queue(struct rs *rs, int argc, const char *const *argv, const size_t *len)
 		q->argv[i] = cat3(argv[i], len[i], "", 0, "", 0, &q->len[i]);
 }
 
+static void drop_names(struct rs *);
+
 /* Forget what this transaction read and queued. */
 static void
 forget(struct rs *rs)
 {
 	int i, j;
 
+	drop_names(rs);
 	for (i = 0; i < rs->nh; i++)
 		free_hash(&rs->h[i]);
 	rs->nh = 0;
@@ -2286,19 +2290,45 @@ free_names(struct names *ns)
 }
 
 /*
- * Add to ns the throttle keys of the Redis keys matching the prefix, then
- * pat ("{*" or "k:*"), with skip bytes (the tag) after the prefix and
- * drop bytes (the closing brace) at the end.  SCAN, so it never blocks
- * the server.  0 or -1.
+ * What a Redis key under the prefix (s, n bytes past it) holds: IN_HASH
+ * for {KEY}, IN_OLD(i) for throttle 0.1's T:KEY, 0 for anything else (the
+ * policies); *k and *kn the throttle key.
+ */
+static unsigned
+classify(const char *s, size_t n, const char **k, size_t *kn)
+{
+	const char *t;
+
+	if (n >= 3 && s[0] == '{' && s[n - 1] == '}') {
+		*k = s + 1;
+		*kn = n - 2;
+		return IN_HASH;
+	}
+	if (n >= 3 && s[1] == ':' && s[0] != '\0' &&
+	    (t = strchr(old_tags, s[0])) != NULL) {
+		*k = s + 2;
+		*kn = n - 2;
+		return IN_OLD(t - old_tags);
+	}
+	return 0;
+}
+
+/*
+ * Add to ns the throttle keys of the Redis keys under the prefix, with
+ * where each was found: one SCAN over them all (P*, or P{* on a cluster,
+ * which never had the old layout), each name sorted out here, so the
+ * server walks its keys once.  SCAN, so it never blocks the server.
+ * 0 or -1.
  */
 static int
-scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
-    unsigned where, struct names *ns)
+scan_keys(struct rs *rs, struct names *ns)
 {
 	char cursor[32] = "0", pattern[PREFIX_MAX * 2 + 8];
 	const char *argv[6] = { "SCAN", cursor, "MATCH", pattern, "COUNT",
 		"1000" };
-	size_t len[6], i, plen = strlen(rs->prefix), j, n = 0;
+	size_t len[6], i, plen = strlen(rs->prefix), j, n = 0, kn;
+	const char *k;
+	unsigned where;
 	redisReply *r;
 
 	/* the prefix literally: escape glob characters */
@@ -2307,9 +2337,8 @@ scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
 			pattern[n++] = '\\';
 		pattern[n++] = rs->prefix[j];
 	}
-	if (strcmp(pat, "{*") == 0)
-		pattern[n++] = '\\'; /* a brace is no glob, but be plain */
-	snprintf(pattern + n, sizeof(pattern) - n, "%s", pat);
+	snprintf(pattern + n, sizeof(pattern) - n, "%s",
+	    rs->kind == REDIS_CLUSTER ? "\\{*" : "*");
 	do {
 		for (i = 0; i < 6; i++)
 			len[i] = strlen(argv[i]);
@@ -2327,12 +2356,11 @@ scan_keys(struct rs *rs, const char *pat, size_t skip, size_t drop,
 		for (i = 0; i < r->element[1]->elements; i++) {
 			const redisReply *e = r->element[1]->element[i];
 
-			if (e->type != REDIS_REPLY_STRING ||
-			    e->len < plen + skip + drop + 1 ||
-			    e->len - plen - skip - drop > KEY_MAX)
+			if (e->type != REDIS_REPLY_STRING || e->len <= plen)
 				continue;
-			add_name(ns, e->str + plen + skip,
-			    e->len - plen - skip - drop, where);
+			where = classify(e->str + plen, e->len - plen, &k, &kn);
+			if (where != 0 && kn > 0 && kn <= KEY_MAX)
+				add_name(ns, k, kn, where);
 		}
 		freeReplyObject(r);
 	} while (strcmp(cursor, "0") != 0);
@@ -2372,35 +2400,45 @@ not_a_cluster(struct rs *rs)
 	return 0;
 }
 
-/* Every throttle key under the prefix, in either layout (on every master
- * of a cluster): sorted, once. */
-static int
-all_keys(struct rs *rs, struct names *ns)
+/* Forget the keys this transaction listed. */
+static void
+drop_names(struct rs *rs)
 {
-	static const char *const old[] = { "k:*", "o:*", "l:*", "s:*" };
+	if (rs->names == NULL)
+		return;
+	free_names(rs->names);
+	free(rs->names);
+	rs->names = NULL;
+}
+
+/*
+ * Every throttle key under the prefix, in either layout (on every master
+ * of a cluster): sorted, once; listed once a transaction (inspect walks
+ * the keys for each kind of record), into *out.  0 or -1.
+ */
+static int
+all_keys(struct rs *rs, struct names **out)
+{
+	struct names *ns;
 	size_t i, j;
 	int m;
 
-	memset(ns, 0, sizeof(*ns));
+	if ((*out = rs->names) != NULL)
+		return 0;
+	ns = xcalloc(1, sizeof(*ns));
 	if (rs->kind == REDIS_CLUSTER) {
 		/* the masters of today's map, each once */
 		if (refresh_slots(rs) == -1)
-			return -1;
+			goto fail;
 		for (m = 0; m < rs->nnode; m++) {
 			if (!owns_slots(rs, m))
 				continue;
-			if (use_node(rs, m) == -1 ||
-			    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
-				return -1;
+			if (use_node(rs, m) == -1 || scan_keys(rs, ns) == -1)
+				goto fail;
 		}
-	} else {
-		if (not_a_cluster(rs) == -1 || use_node(rs, 0) == -1 ||
-		    scan_keys(rs, "{*", 1, 1, IN_HASH, ns) == -1)
-			return -1;
-		for (i = 0; i < 4; i++)
-			if (scan_keys(rs, old[i], 2, 0, IN_OLD(i), ns) == -1)
-				return -1;
-	}
+	} else if (not_a_cluster(rs) == -1 || use_node(rs, 0) == -1 ||
+	    scan_keys(rs, ns) == -1)
+		goto fail;
 	if (ns->n > 1)
 		qsort(ns->v, ns->n, sizeof(*ns->v), cmp_name);
 	for (i = j = 0; i < ns->n; i++) {
@@ -2411,7 +2449,12 @@ all_keys(struct rs *rs, struct names *ns)
 		ns->v[j++] = ns->v[i];
 	}
 	ns->n = j;
+	*out = rs->names = ns;
 	return 0;
+fail:
+	free_names(ns);
+	free(ns);
+	return -1;
 }
 
 struct scan_each {
@@ -2560,21 +2603,19 @@ scan_all(void *p, unsigned mask, store_scan_fn fn, void *arg)
 {
 	struct rs *rs = p;
 	struct scan_each e = { fn, arg, NULL, 0 };
-	struct names ns;
+	struct names *ns;
 	struct khash *h;
 	size_t i, j, m;
 	int ret = 0;
 
 	if (mask & REC_MASK(REC_POLICY))
 		return scan_policies(rs, fn, arg);
-	if (all_keys(rs, &ns) == -1) {
-		free_names(&ns);
+	if (all_keys(rs, &ns) == -1)
 		return -1;
-	}
 	h = xcalloc(BATCH, sizeof(*h));
-	for (i = 0; i < ns.n && ret == 0; i += m) {
-		m = ns.n - i < BATCH ? ns.n - i : BATCH;
-		if (read_names(rs, ns.v + i, m, 0, h) == -1) {
+	for (i = 0; i < ns->n && ret == 0; i += m) {
+		m = ns->n - i < BATCH ? ns->n - i : BATCH;
+		if (read_names(rs, ns->v + i, m, 0, h) == -1) {
 			ret = -1;
 			break;
 		}
@@ -2587,7 +2628,6 @@ scan_all(void *p, unsigned mask, store_scan_fn fn, void *arg)
 		}
 	}
 	free(h);
-	free_names(&ns);
 	return ret;
 }
 
@@ -2670,7 +2710,7 @@ static int
 tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 {
 	struct rs *rs = p;
-	struct names ns;
+	struct names *ns;
 	struct khash *h;
 	int64_t dropped[REC_KINDS];
 	size_t i, j, m;
@@ -2683,27 +2723,24 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 		    "internal error: gc's tidying inside a transaction");
 		return -1;
 	}
-	if (all_keys(rs, &ns) == -1) {
-		free_names(&ns);
+	if (all_keys(rs, &ns) == -1)
 		return -1;
-	}
 	h = xcalloc(BATCH, sizeof(*h));
-	for (i = 0; i < ns.n && r != -1; i += m) {
-		m = ns.n - i < BATCH ? ns.n - i : BATCH;
-		if ((r = read_names(rs, ns.v + i, m, 0, h)) == -1)
+	for (i = 0; i < ns->n && r != -1; i += m) {
+		m = ns->n - i < BATCH ? ns->n - i : BATCH;
+		if ((r = read_names(rs, ns->v + i, m, 0, h)) == -1)
 			break;
 		for (j = 0; j < m; j++) {
 			/* a key with nothing to do is left alone */
 			if (r != -1 &&
 			    (h[j].old ||
 				drop_ended(&h[j], mask, now, dropped) > 0))
-				r = tidy_key(rs, &ns.v[i + j], mask, now,
+				r = tidy_key(rs, &ns->v[i + j], mask, now,
 				    counts);
 			free_hash(&h[j]);
 		}
 	}
 	free(h);
-	free_names(&ns);
 	rs->has_time = 0;
 	return r == -1 ? -1 : 0;
 }
@@ -2956,6 +2993,7 @@ rs_close(void *p)
 	if (rs == NULL)
 		return;
 	forget(rs);
+	drop_names(rs);
 	free(rs->h);
 	free(rs->q);
 	for (i = 0; i < rs->nnode; i++) {
