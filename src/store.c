@@ -108,22 +108,29 @@ store_check_spec(const char *spec, const char **why)
 	    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+."
 	    "-");
 
+	const char *t = spec + strspn(spec, " \t");
+
 	if (find_scheme(spec) != NULL)
 		return 0;
-	/* redis:pw@host, redis+cluster//host, unix:/path: a Redis URL
-	 * mistyped, which as a file would quietly limit this one host (with
-	 * the password in a file name); a file so named is ./NAME */
-	if ((strncasecmp(spec, "redis", 5) == 0 &&
-		(spec[5] == ':' || spec[5] == '+' ||
-		    strncasecmp(spec + 5, "s:", 2) == 0)) ||
-	    strncasecmp(spec, "unix:", 5) == 0) {
+	/* redis:pw@host, redis//h, redis+cluster//host, " redis://",
+	 * unix:/path: a Redis URL mistyped, which as a file would quietly
+	 * limit this one host (with the password in a file name); a file so
+	 * named is ./NAME */
+	if ((strncasecmp(t, "redis", 5) == 0 ||
+		strncasecmp(t, "unix", 4) == 0) &&
+	    (strpbrk(t, ":@") != NULL || strstr(t, "//") != NULL ||
+		t[5] == '+')) {
 		*why = "looks like a Redis URL but is not one; write "
 		       "redis://, unix://, redis+cluster:// or "
 		       "redis+sentinel://, in lower case (a file whose name "
 		       "starts so: give it as ./NAME)";
 		return -1;
 	}
-	if (n == 0 || strncmp(spec + n, "://", 3) != 0)
+	/* SCHEME://..., or a name with :// in it that is not given as a
+	 * path (./NAME, /NAME): no file is made of it */
+	if ((n == 0 || strncmp(spec + n, "://", 3) != 0) &&
+	    (strstr(spec, "://") == NULL || spec[0] == '/' ||
+		strncmp(spec, "./", 2) == 0 || strncmp(spec, "../", 3) == 0))
 		return 0;
 	*why = "is a URL of a kind throttle does not know; use redis://, "
 	       "unix:// (a Redis server), redis+cluster:// (a Redis "

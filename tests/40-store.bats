@@ -548,7 +548,9 @@ let_go() {
 	# with the password in a file's name
 	for url in 'redis+tls://127.0.0.1:7301' 'redis:hunter2@127.0.0.1' \
 	    'redis+sentinel:/:hunter2@127.0.0.1:26379/m' 'redis+cluster//h:7000' \
-	    'REDIS://:hunter2@h' 'unix:/run/redis.sock' 'rediss:h'; do
+	    'REDIS://:hunter2@h' 'unix:/run/redis.sock' 'rediss:h' \
+	    'redis//:hunter2@h' ' redis://:hunter2@h' 'redis ://:hunter2@h' \
+	    'redis_sentinel://:hunter2@h/m' 'unix//run/redis.sock'; do
 		run at 1 consume k --limit 5/1h --db "$url"
 		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
 		[[ "$output" == *"looks like a Redis URL but is not one"* ]]
@@ -563,6 +565,12 @@ let_go() {
 	mkdir 'odd:'
 	run at 1 consume k --limit 5/1h --db './odd://state.db'
 	[ "$status" -eq 0 ]
+	# and files whose names only start like a scheme are files
+	run at 1 consume k --limit 5/1h --db 'redis-state.db'
+	[ "$status" -eq 0 ]
+	run at 1 consume k --limit 5/1h --db 'unix.db'
+	[ "$status" -eq 0 ]
+	[ -f redis-state.db ] && [ -f unix.db ]
 }
 
 @test "corrupt files: verify and gc find every one and write none; consume writes none it finds" {
