@@ -309,13 +309,15 @@ tell(const struct ctx *c, struct group *g, const struct answer *ans,
 		note(g, "batch: line %ld: %s", lineno, ans->msg);
 		break;
 	case MSG_STATE:
+		/* as a single call says it (output.c) */
 		note(g, "%s%s", ans->msg,
-		    c->on_error == ON_ERROR_ALLOW ? "; allowing anyway "
-						    "(--on-error allow)"
-			: c->on_error == ON_ERROR_DENY
-			? "; refusing (--on-error "
-			  "deny)"
-			: "");
+		    c->on_error == ON_ERROR_FAIL ? ""
+			: !ctx_may_fail_open(c)
+			? "; exit 3 whatever --on-error says: a "
+			  "misconfiguration is never taken for an outage"
+			: c->on_error == ON_ERROR_ALLOW
+			? "; allowing anyway (--on-error allow)"
+			: "; refusing (--on-error deny)");
 		break;
 	}
 }
@@ -596,11 +598,13 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 
 	for (;;) {
 		if (st == NULL) {
-			/* the store could not be opened: every request is
-			 * answered, as the store's error (said once) */
+			/* the store could not be opened: every line is
+			 * answered as it would be (a bad one as a usage
+			 * error, a request with the store's error, mapped by
+			 * --on-error) */
+			rewind(mem);
 			for (n = 0; n < g->nl; n++)
-				reply_error(g, "", 0, c->open_err,
-				    ctx_map(c, EXIT_STATE));
+				one_line(c, &g->l[n], g, mem, membuf);
 			drop_lines(g, g->nl);
 			return flush_group(c, g, 1, NULL, state_failed);
 		}

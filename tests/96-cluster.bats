@@ -306,14 +306,28 @@ set_slot() {
 		run "$THROTTLE" gc
 		[ "$status" -eq 0 ] || { echo "$u: $output"; return 1; }
 	done
-	# a batch whose store is out of reach still answers every request
-	printf 'consume a --limit 1/1s\nconsume b --limit 1/1s\n' >two
-	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms batch <two
+	# a batch whose store is out of reach still answers every line: a
+	# request with the store's error, a bad line as a usage error (never
+	# allowed by --on-error allow)
+	printf 'consume a --limit 1/1s\nbogus line\nconsume b --limit 1/1s\n' >three
+	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms batch <three
 	[ "$status" -eq 3 ]
-	[ "$(echo "$output" | grep -c '"exit":3')" -eq 2 ]
-	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms --on-error allow batch <two
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(field exit "${lines[0]}")" = 3 ] && [ "$(field key "${lines[0]}")" = '"a"' ]
+	[ "$(field exit "${lines[1]}")" = 2 ]
+	[ "$(field exit "${lines[2]}")" = 3 ]
+	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms --on-error allow batch <three
 	[ "$status" -eq 0 ]
-	[ "$(echo "$output" | grep -c '"exit":0')" -eq 2 ]
+	[ "$(field exit "${lines[0]}")" = 0 ]
+	[ "$(field exit "${lines[1]}")" = 2 ]
+	[ "$(field exit "${lines[2]}")" = 0 ]
+	[[ "$stderr" == *"allowing anyway (--on-error allow)"* ]]
+	# a misconfiguration in a batch says so, as a single call does
+	printf 'consume %s --limit 5/1h\n' "$(keys_on "$M2" 1)" >one
+	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$M1?prefix=$PFX" --on-error allow batch <one
+	[ "$status" -eq 3 ]
+	[ "$(field exit "$output")" = 3 ]
+	[[ "$stderr" == *"MOVED"*"exit 3 whatever --on-error says"* ]]
 }
 
 @test "cluster: redis:// on a cluster node is refused by what walks keys and policies too" {
