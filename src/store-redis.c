@@ -2796,7 +2796,7 @@ find_master(struct rs *rs)
 {
 	const struct redis_url *u = rs->url;
 	redisContext *save_c = rs->c;
-	redisReply *r;
+	redisReply *r, *w;
 	char host[256];
 	int i, port = 0, save_cur = rs->cur, found = 0, unknown = 0;
 	int misconf = 0, port_asked = 0;
@@ -2894,11 +2894,32 @@ find_master(struct rs *rs)
 	}
 	if (use_node(rs, 0) == -1)
 		return -1;
-	if ((r = redisCommand(rs->c, "ROLE")) == NULL ||
-	    r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+	/* and, in the same round trip, that WAIT (which every write ends
+	 * with) is allowed: refused only after a write, it would leave that
+	 * write kept but told as failed (WAIT 0 0 answers at once) */
+	redisAppendCommand(rs->c, "ROLE");
+	redisAppendCommand(rs->c, "WAIT 0 0");
+	if (next_reply(rs, &r, "checking the master's role") == -1)
+		return -1;
+	if (next_reply(rs, &w, "checking the master's role") == -1) {
+		freeReplyObject(r);
+		return -1;
+	}
+	if (w->type == REDIS_REPLY_ERROR && r->type == REDIS_REPLY_ARRAY &&
+	    r->elements >= 1 && r->element[0]->type == REDIS_REPLY_STRING &&
+	    strcmp(r->element[0]->str, "master") == 0) {
+		/* (a replica refuses WAIT too: that is the role's matter) */
+		reply_err(rs, w, "checking that WAIT is allowed");
+		freeReplyObject(w);
+		freeReplyObject(r);
+		node_close(rs, 0);
+		return -1;
+	}
+	freeReplyObject(w);
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
 	    r->element[0]->type != REDIS_REPLY_STRING ||
 	    strcmp(r->element[0]->str, "master") != 0) {
-		if (r == NULL || r->type == REDIS_REPLY_ERROR)
+		if (r->type == REDIS_REPLY_ERROR)
 			reply_err(rs, r, "checking the master's role");
 		else {
 			set_err(rs,
@@ -2907,8 +2928,7 @@ find_master(struct rs *rs)
 			rs->redirect = GO_MASTER;
 			rs->unavailable = 1;
 		}
-		if (r != NULL)
-			freeReplyObject(r);
+		freeReplyObject(r);
 		node_close(rs, 0);
 		return -1;
 	}
