@@ -310,14 +310,7 @@ tell(const struct ctx *c, struct group *g, const struct answer *ans,
 		break;
 	case MSG_STATE:
 		/* as a single call says it (output.c) */
-		note(g, "%s%s", ans->msg,
-		    c->on_error == ON_ERROR_FAIL ? ""
-			: !ctx_may_fail_open(c)
-			? "; exit 3 whatever --on-error says: a "
-			  "misconfiguration is never taken for an outage"
-			: c->on_error == ON_ERROR_ALLOW
-			? "; allowing anyway (--on-error allow)"
-			: "; refusing (--on-error deny)");
+		note(g, "%s%s", ans->msg, ctx_state_note(c));
 		break;
 	}
 }

@@ -201,6 +201,19 @@ ctx_fail_answer(const struct ctx *c, const char *key, size_t keylen,
 	return rc;
 }
 
+/* What a store error's message adds to say what --on-error made of it. */
+const char *
+ctx_state_note(const struct ctx *c)
+{
+	return c->on_error == ON_ERROR_FAIL ? ""
+	    : !ctx_may_fail_open(c)
+	    ? "; exit 3 whatever --on-error says: a misconfiguration is never "
+	      "taken for an outage"
+	    : c->on_error == ON_ERROR_ALLOW
+	    ? "; allowing anyway (--on-error allow)"
+	    : "; refusing (--on-error deny)";
+}
+
 /* The exit status --on-error makes of rc (3: 0 or 1 if mapped). */
 int
 ctx_map(const struct ctx *c, int rc)

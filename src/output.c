@@ -459,14 +459,7 @@ output_answer(const struct ctx *c, struct answer *a)
 		fprintf(stderr, "throttle: %s\n", a->msg);
 		break;
 	case MSG_STATE:
-		fprintf(stderr, "throttle: %s%s\n", a->msg,
-		    c->on_error == ON_ERROR_FAIL ? ""
-			: !ctx_may_fail_open(c)
-			? "; exit 3 whatever --on-error says: a "
-			  "misconfiguration is never taken for an outage"
-			: c->on_error == ON_ERROR_ALLOW
-			? "; allowing anyway (--on-error allow)"
-			: "; refusing (--on-error deny)");
+		fprintf(stderr, "throttle: %s%s\n", a->msg, ctx_state_note(c));
 		break;
 	}
 }

@@ -487,6 +487,7 @@ void ctx_close(struct ctx *);
 struct store *ctx_store(struct ctx *, struct answer *);
 int ctx_now(struct ctx *, struct answer *);
 int ctx_map(const struct ctx *, int);
+const char *ctx_state_note(const struct ctx *);
 int ctx_fail_answer(const struct ctx *, const char *, size_t, struct answer *);
 int ctx_fail(struct ctx *, struct answer *);
 
