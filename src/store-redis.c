@@ -749,8 +749,10 @@ redirected(struct rs *rs, int *tries)
 		set_err(rs, "%s for %s (--lock-timeout); try again",
 		    go == GO_MASTER
 			? "Sentinel named no master that takes writes"
-			: "the cluster kept moving the key's slot, or was "
-			  "down,",
+			: rs->kind == REDIS_CLUSTER
+			? "the cluster kept moving the key's slot, or was "
+			  "down,"
+			: "the server kept losing the connection",
 		    t);
 		rs->unavailable = 1;
 		return -1;
@@ -768,7 +770,9 @@ redirected(struct rs *rs, int *tries)
 		return go;
 	}
 	nap(rs, *tries);
-	if (go == GO_WAIT && refresh_slots(rs) == -1 && !rs->unavailable)
+	/* only a cluster has a slot map to read again */
+	if (go == GO_WAIT && rs->kind == REDIS_CLUSTER &&
+	    refresh_slots(rs) == -1 && !rs->unavailable)
 		return -1;
 	if (go == GO_MASTER && find_master(rs) == -1 && !rs->unavailable)
 		return -1;
@@ -1786,7 +1790,8 @@ exec_writes(struct rs *rs, const struct khash *h, int nh, int64_t now)
 		rs->cur = node;
 		set_err(rs, "saving: the connection was lost; try again");
 		rs->unavailable = 1;
-		rs->redirect = GO_WAIT; /* nothing was sent: again */
+		/* nothing was sent: again (Sentinel: ask for the master) */
+		rs->redirect = rs->kind == REDIS_SENTINEL ? GO_MASTER : GO_WAIT;
 		return -1;
 	}
 	switch_to(rs, node);
