@@ -95,7 +95,10 @@ gcra_convert(const struct limit *old, const struct limit *new,
 {
 	algo_copy_fields(next, s);
 	if (old->count != new->count) {
-		next->v[0] = s->v[0] + (s->v[1] > 0);
+		/* rounded up, but never past the latest time a state may
+		 * hold (a key at it would be refused as corrupt forever) */
+		next->v[0] = s->v[0] +
+		    (s->v[1] > 0 && s->v[0] < TIME_MAX + DURATION_MAX);
 		next->v[1] = 0;
 	}
 }
