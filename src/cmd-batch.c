@@ -522,7 +522,7 @@ drop_lines(struct group *g, int n)
  * the group's first max requests ahead, in one round trip.  Lines that are not
  * requests are left to be answered as they are.  The number of lines the
  * group may take: max, or fewer when the store takes the keys of fewer
- * (a cluster's group is the requests on one node).
+ * (a cluster's group is the requests of one hash slot).
  */
 static int
 prefetch(struct store *st, struct group *g, int max)
@@ -663,9 +663,9 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	if ((st = ctx_store(c, ans)) == NULL) {
 		/* a file that cannot be used, or a server misconfigured, is
 		 * refused before any request; a server out of reach is said
-		 * once here, and each request still
-		 * gets its answer line (the error, or allowed under
-		 * --on-error allow), as it would if the outage began later */
+		 * once here, and each request still gets its answer line
+		 * (the error, or allowed under --on-error allow), as it would
+		 * if the outage began later */
 		if (!c->open_unavailable || !store_is_remote(c->db))
 			return;
 		log_msg("%s", c->open_err);
