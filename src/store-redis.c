@@ -28,6 +28,15 @@
  *	5. Messages name the server as redis://HOST:PORT/DB or the socket,
  *	   never the password.  A value of another type under the prefix is
  *	   refused, never decided on.
+ *	6. The servers are nodes (struct node), connected to when first
+ *	   needed.  One server is node 0; so is the master Sentinel names
+ *	   (redis+sentinel://), asked for again on READONLY or a lost
+ *	   connection, every write waiting (WAIT 1) for a replica to have it.
+ *	   A cluster (redis+cluster://) sends each key to the master of its
+ *	   slot, following MOVED and ASK; a transaction writes keys of one
+ *	   slot (a cluster's MULTI takes no more), so a batch group is one
+ *	   slot's requests.  A WATCH belongs to its connection: a write whose
+ *	   WATCH went with a lost connection is never sent (node epochs).
  */
 #include <errno.h>
 #include <fcntl.h>
