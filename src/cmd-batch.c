@@ -17,10 +17,13 @@
  * decision that was not stored.  A request that fails before it changed
  * anything fails alone; one that fails after (an I/O error, a full disk)
  * loses its group, and every answer of the group says so.  A group ends
- * when no more input is waiting, after GROUP_MAX requests, or once it has
- * held the lock for GROUP_US; between groups the lock is let go for
- * GROUP_GAP_US so that other processes waiting on it get their turn.  An
- * interactive caller (coproc) is answered as soon as each line arrives.
+ * when no more input is waiting, after GROUP_MAX requests, as soon as
+ * another process waits for the lock, or once it has held the lock for
+ * GROUP_US (GROUP_QUIET_US where the store can tell whether anyone waits:
+ * a long group writes each page it changed once, not once per short
+ * group).  Between groups the lock is let go until the process waiting
+ * for it has taken it, or for GROUP_GAP_US (pass_turn()).  An interactive
+ * caller (coproc) is answered as soon as each line arrives.
  *
  * What a request cannot do here: run, wait (--wait), gc, policy, help,
  * or set --db, --format or --lock-timeout, which belong to the batch.
@@ -36,8 +39,10 @@
 #include "throttle.h"
 
 #define GROUP_US 5000
+#define GROUP_QUIET_US 50000
 #define GROUP_GAP_US 500
-#define GROUP_MAX 2000
+#define GROUP_MAX 10000
+#define WAITING_EVERY 16 /* requests between looks for a waiting process */
 #define REMOTE_GROUP_MAX 500 /* a group read ahead, on a server (Redis) */
 #define WORDS_MAX 128
 #define READ_SIZE 65536
@@ -438,12 +443,25 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 	return fflush(stdout) == EOF ? -1 : 0;
 }
 
+/*
+ * Between two groups: let a process that waits for the lock have it.  If
+ * the store can tell that one waits, only until it has taken the lock
+ * (it no longer waits), GROUP_GAP_US at most; otherwise GROUP_GAP_US, for
+ * a writer the store cannot see (the sqlite3 shell) to get its turn.
+ */
 static void
-gap(void)
+pass_turn(struct store *st)
 {
-	struct timespec ts = { 0, GROUP_GAP_US * 1000L };
+	struct timespec ts = { 0, 20 * 1000L };
+	int64_t end = clock_monotonic() + GROUP_GAP_US;
 
-	nanosleep(&ts, NULL);
+	if (st == NULL || store_waiting(st) != 1) {
+		ts.tv_nsec = GROUP_GAP_US * 1000L;
+		nanosleep(&ts, NULL);
+		return;
+	}
+	while (store_waiting(st) == 1 && clock_monotonic() < end)
+		nanosleep(&ts, NULL);
 }
 
 /* Answer one line of the group: a request, or why it cannot be one. */
@@ -587,7 +605,8 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	int64_t start, now;
 	/* a store that reads ahead holds no lock: no time bound, no gap */
 	int remote = st != NULL && store_can_prefetch(st);
-	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full;
+	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full, tell;
+	int64_t bound;
 
 	for (;;) {
 		if (st == NULL) {
@@ -611,12 +630,17 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 		}
 		lim = prefetch(st, g, max);
 		rewind(mem);
+		tell = !remote && store_waiting(st) != -1;
+		bound = tell ? GROUP_QUIET_US : GROUP_US;
 		start = clock_monotonic();
 		n = 0;
 		do
 			one_line(c, &g->l[n++], g, mem, membuf);
 		while (n < g->nl && n < lim &&
-		    (remote || clock_monotonic() - start < GROUP_US));
+		    (remote ||
+			(clock_monotonic() - start < bound &&
+			    !(tell && n % WAITING_EVERY == 0 &&
+				store_waiting(st) == 1))));
 		full = !remote && (n < g->nl || n >= max);
 		/* what single decisions do one write in TIDY_EVERY, a group
 		 * does once: forget rows at rest, so the file stays bounded */
@@ -698,7 +722,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		if (full == -1)
 			break;
 		if (full)
-			gap(); /* let a waiting process have the lock */
+			pass_turn(st); /* let a waiting process have the lock */
 	}
 	/* every request was answered; exit 3 if any answer says a store
 	 * error kept it from being decided */

@@ -35,13 +35,26 @@
  *	7. A new (absent or empty) file is created and given its schema while
  *	   its folder is flock(2)ed, so concurrent first callers never race to
  *	   switch it to WAL; later callers never take that lock.
+ *	8. Writers wait for their turn in the kernel (queue_take()): a
+ *	   waiter is woken the moment the writer before it lets go, and
+ *	   spends no CPU meanwhile, where SQLite's busy handler can only poll.
+ *	   The turn is an open-file-description lock on a byte of SQLite's
+ *	   lock-byte page that SQLite itself never locks; a writer holds it
+ *	   from before BEGIN IMMEDIATE to after COMMIT, and one waiting for
+ *	   it holds a read lock on the next byte, so a batch can see that
+ *	   someone waits (sq_waiting()) and end its group.  The turn only
+ *	   orders throttle's writers: SQLite's own lock still makes each
+ *	   decision atomic, against any writer (the sqlite3 shell included),
+ *	   and is still waited for by busy_wait().
  */
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -50,6 +63,12 @@
 #include <unistd.h>
 
 #include "throttle.h"
+
+#ifndef F_OFD_SETLK /* Linux's, since 3.15; <fcntl.h> hides them */
+#define F_OFD_GETLK 36
+#define F_OFD_SETLK 37
+#define F_OFD_SETLKW 38
+#endif
 
 #define APPLICATION_ID 0x74687274 /* "thrt" */
 #define HEADER_SIZE 100
@@ -61,6 +80,11 @@
  */
 #define CKPT_EVERY 16 /* a writer's close checkpoints one time in this many */
 #define WAL_MAX (1 << 20) /* or whenever the WAL is larger than this */
+
+/* promise 8: in SQLite's lock-byte page (1 GiB in), past the 512 bytes
+ * it locks (PENDING_BYTE, RESERVED_BYTE, 510 shared bytes) */
+#define TURN_BYTE (0x40000000 + 512)
+#define WAITING_BYTE (TURN_BYTE + 1)
 
 #define CURRENT_SCHEMA                                                         \
 	"CREATE TABLE rec ("                                                   \
@@ -214,6 +238,11 @@ struct sq {
 	int readonly; /* STORE_READ: opened to read only */
 	int missing; /* read only, and there is no file: no keys */
 	int lockfd; /* an immutable reader's read lock, or -1 */
+	int turnfd; /* a writer's own descriptor of the file for its turn
+		       (promise 8), or -1: closed only after SQLite's, since
+		       closing any descriptor of a file drops the process's
+		       POSIX locks on it, SQLite's included */
+	int has_turn;
 	int guarded; /* guarded_open() refused a file this transaction */
 	int ours; /* a transaction found the file throttle's own */
 };
@@ -236,12 +265,24 @@ set_err(struct sq *sq, const char *fmt, ...)
 }
 
 static int guard_why(struct sq *);
+static void turn_give(struct sq *);
+
+static void
+locked_err(struct sq *sq)
+{
+	char t[32];
+
+	output_human(t, sizeof(t), sq->lock_timeout);
+	set_err(sq,
+	    "is locked by another process for longer than the lock timeout "
+	    "(%s); try again or raise --lock-timeout",
+	    t);
+}
 
 /* Put SQLite's failure of step what into words a user can act on. */
 static void
 sql_err(struct sq *sq, const char *what)
 {
-	char t[32];
 	int rc = sqlite3_extended_errcode(sq->db);
 
 	if (guard_why(sq))
@@ -250,11 +291,7 @@ sql_err(struct sq *sq, const char *what)
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
-		output_human(t, sizeof(t), sq->lock_timeout);
-		set_err(sq,
-		    "is locked by another process for longer than the "
-		    "lock timeout (%s); try again or raise --lock-timeout",
-		    t);
+		locked_err(sq);
 		break;
 	case SQLITE_NOTADB:
 		set_err(sq,
@@ -704,6 +741,7 @@ abandon(struct sq *sq)
 	if (sq->db != NULL && !sqlite3_get_autocommit(sq->db))
 		sqlite3_exec(sq->db, "ROLLBACK", NULL, NULL, NULL);
 	sq->in_txn = 0;
+	turn_give(sq);
 }
 
 /*
@@ -878,6 +916,119 @@ busy_wait(void *arg, int count)
 	return 1;
 }
 
+/*
+ * Waiting for the turn (promise 8).  The throttle binary blocks in the
+ * kernel, woken by SIGALRM at the deadline (store_sqlite_single_thread()
+ * says it may: one thread, its own signals); the PAM module, inside a
+ * host process, polls as busy_wait() does.
+ */
+static int alarm_waits;
+
+static void
+on_alarm(int sig)
+{
+	(void)sig; /* only to interrupt the wait (EINTR) */
+}
+
+static int
+turn_lock(int fd, int cmd, short type, off_t at, short *held)
+{
+	struct flock fl;
+
+	memset(&fl, 0, sizeof(fl));
+	fl.l_type = type;
+	fl.l_whence = SEEK_SET;
+	fl.l_start = at;
+	fl.l_len = 1;
+	if (fcntl(fd, cmd, &fl) == -1)
+		return -1;
+	if (held != NULL)
+		*held = fl.l_type;
+	return 0;
+}
+
+static int
+turn_block(struct sq *sq)
+{
+	struct itimerval it, off;
+	int64_t left = sq->deadline - clock_monotonic();
+	int r;
+
+	memset(&it, 0, sizeof(it));
+	memset(&off, 0, sizeof(off));
+	if (left <= 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	it.it_value.tv_sec = (time_t)(left / 1000000);
+	it.it_value.tv_usec = (suseconds_t)(left % 1000000);
+	/* and every ms after, should the first ring before the wait began */
+	it.it_interval.tv_usec = 1000;
+	if (setitimer(ITIMER_REAL, &it, NULL) == -1)
+		return -1;
+	while ((r = turn_lock(sq->turnfd, F_OFD_SETLKW, F_WRLCK, TURN_BYTE,
+		    NULL)) == -1 &&
+	    errno == EINTR && clock_monotonic() < sq->deadline)
+		;
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (r == -1 && errno == EINTR)
+		errno = EAGAIN;
+	return r;
+}
+
+static int
+turn_poll(struct sq *sq)
+{
+	int count = 0;
+
+	while (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, TURN_BYTE, NULL) ==
+	    -1) {
+		if ((errno != EAGAIN && errno != EACCES) ||
+		    !busy_wait(sq, count++))
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Take the writers' turn before BEGIN IMMEDIATE, waiting until the
+ * deadline: 0, or -1 (locked for longer than the lock timeout).  Where
+ * the kernel has no such locks, go on with SQLite's lock alone.
+ */
+static int
+turn_take(struct sq *sq)
+{
+	int r;
+
+	if (sq->turnfd < 0 || sq->has_turn)
+		return 0;
+	if (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, TURN_BYTE, NULL) == 0) {
+		sq->has_turn = 1;
+		return 0;
+	}
+	if (errno != EAGAIN && errno != EACCES)
+		return 0;
+	turn_lock(sq->turnfd, F_OFD_SETLK, F_RDLCK, WAITING_BYTE, NULL);
+	r = alarm_waits ? turn_block(sq) : turn_poll(sq);
+	turn_lock(sq->turnfd, F_OFD_SETLK, F_UNLCK, WAITING_BYTE, NULL);
+	if (r == 0) {
+		sq->has_turn = 1;
+		return 0;
+	}
+	if (errno != EAGAIN && errno != EACCES)
+		return 0;
+	locked_err(sq);
+	return -1;
+}
+
+static void
+turn_give(struct sq *sq)
+{
+	if (sq->has_turn)
+		turn_lock(sq->turnfd, F_OFD_SETLK, F_UNLCK, TURN_BYTE, NULL);
+	sq->has_turn = 0;
+}
+
 /* Open the file with SQLite, as readonly or read-write says. */
 static int
 sq_connect(struct sq *sq, int create, int immutable)
@@ -925,6 +1076,10 @@ sq_connect(struct sq *sq, int create, int immutable)
 		    &one);
 		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
 		    NULL);
+		/* the file SQLite has just opened (or made); if it cannot be
+		 * opened again, SQLite's lock alone orders the writers */
+		sq->turnfd = open(sq->path,
+		    O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	}
 	return 0;
 }
@@ -961,8 +1116,15 @@ checkpoint_now_and_then(struct sq *sq)
 void
 store_sqlite_single_thread(void)
 {
+	struct sigaction sa;
+
 	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	/* no SA_RESTART: SIGALRM ends a wait for the turn with EINTR */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_alarm;
+	sigemptyset(&sa.sa_mask);
+	alarm_waits = sigaction(SIGALRM, &sa, NULL) == 0;
 }
 
 /* Close the SQLite connection (the struct stays). */
@@ -978,6 +1140,10 @@ sq_disconnect(struct sq *sq)
 	if (sq->lockfd >= 0)
 		close(sq->lockfd);
 	sq->lockfd = -1;
+	if (sq->turnfd >= 0)
+		close(sq->turnfd); /* after SQLite's: see struct sq */
+	sq->turnfd = -1;
+	sq->has_turn = 0;
 }
 
 static void
@@ -1013,7 +1179,7 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 	sq->errlen = errlen;
 	sq->lock_timeout = lock_timeout;
 	sq->readonly = (oflags & STORE_READ) != 0;
-	sq->lockfd = -1;
+	sq->lockfd = sq->turnfd = -1;
 	if (snprintf(sq->path, sizeof(sq->path), "%s", path) >=
 		(int)sizeof(sq->path) ||
 	    path[0] == '\0') {
@@ -1282,8 +1448,12 @@ sq_begin(void *p, int write)
 		return -1;
 	}
 	sq->deadline = clock_monotonic() + sq->lock_timeout;
-	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1)
+	if (write && turn_take(sq) == -1)
 		return -1;
+	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1) {
+		turn_give(sq);
+		return -1;
+	}
 	sq->in_txn = 1;
 	switch ((rc = verify(sq, write))) {
 	case 0:
@@ -1610,6 +1780,7 @@ sq_commit(void *p)
 		exec_sql(sq, "PRAGMA journal_mode=WAL");
 		exec_sql(sq, "PRAGMA wal_checkpoint(TRUNCATE)");
 	}
+	turn_give(sq);
 	return 0;
 }
 
@@ -1663,6 +1834,23 @@ sq_group_end(void *p, int commit)
 	return sq_commit(sq);
 }
 
+/*
+ * 1 if another throttle process waits for the writers' turn (promise 8),
+ * 0 if none does, -1 if this store cannot tell (no turn here).
+ */
+static int
+sq_waiting(void *p)
+{
+	struct sq *sq = p;
+	short held;
+
+	if (sq->turnfd < 0 ||
+	    turn_lock(sq->turnfd, F_OFD_GETLK, F_WRLCK, WAITING_BYTE, &held) ==
+		-1)
+		return -1;
+	return held != F_UNLCK;
+}
+
 /* Nonzero if a reader found no file (or an empty one) at the path. */
 static int
 sq_missing(void *p)
@@ -1682,6 +1870,7 @@ const struct store_ops store_sqlite_ops = {
 	.group_begin = sq_group_begin,
 	.group_end = sq_group_end,
 	.missing = sq_missing,
+	.waiting = sq_waiting,
 	.get = sq_get,
 	.put = sq_put,
 	.del = sq_del,

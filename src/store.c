@@ -360,6 +360,16 @@ store_group_end(struct store *st, int commit)
 	return st->ops->group_end(st->impl, commit);
 }
 
+/*
+ * In a group: 1 if another process waits for the lock the group holds, 0
+ * if none does, -1 if the store cannot tell.
+ */
+int
+store_waiting(struct store *st)
+{
+	return st->ops->waiting != NULL ? st->ops->waiting(st->impl) : -1;
+}
+
 /* Nonzero if the store reads a group's keys faster all at once. */
 int
 store_can_prefetch(const struct store *st)

@@ -357,6 +357,80 @@ let_go() {
 	[ "$status" -eq 0 ]
 }
 
+# turn_locks FILE: /proc/locks' lines for throttle's writers' turn on FILE
+# (an OFD lock on the byte 512 past SQLite's lock-byte page at 1 GiB);
+# a waiter's line has "->" in it.
+turn_locks() {
+	local ino
+	ino=$(stat -c %i "$1")
+	grep -E "OFDLCK +ADVISORY +WRITE .*:$ino 1073742336 " /proc/locks || true
+}
+
+# await_turn_lines FILE N: wait until FILE's turn shows N lines (a holder
+# and N - 1 waiters).
+await_turn_lines() {
+	local _
+	for _ in $(seq 200); do
+		[ "$(turn_locks "$1" | wc -l)" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	echo "the turn on $1 never showed $2 lines:"
+	cat /proc/locks
+	return 1
+}
+
+@test "a writer queued behind another waits in the kernel, and gives up at its own --lock-timeout" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	# a has the turn and waits for the sqlite3 shell's lock; b waits for
+	# the turn, blocked in the kernel (not polling), until its own timeout
+	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>"$TMP/a.err" &
+	a=$!
+	track $a
+	await_turn_lines state.db 1
+	start=$(date +%s%N)
+	"$THROTTLE" consume b --limit 5/1s --lock-timeout 1500ms 2>"$TMP/b.err" &
+	b=$!
+	track $b
+	await_turn_lines state.db 2
+	turn_locks state.db | grep -q -- '->'
+	st=0
+	wait $b || st=$?
+	end=$(date +%s%N)
+	[ "$st" -eq 3 ]
+	grep -q 'state.db: is locked by another process for longer than the lock timeout (1.5s)' "$TMP/b.err"
+	ms=$(((end - start) / 1000000))
+	[ "$ms" -ge 1400 ] && [ "$ms" -lt 6000 ] || { echo "b gave up after $ms ms"; return 1; }
+	# a is still waiting; once the shell lets go, a decides
+	kill -0 $a
+	let_go
+	wait $a
+	[ -z "$(turn_locks state.db)" ]
+	run at 1 inspect a --format json
+	[ "$(field remaining "$output")" -eq 4 ]
+}
+
+@test "a writer waiting for the turn goes as soon as it is free, and is never charged twice" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	for i in 1 2 3 4; do
+		"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s 2>>"$TMP/err" &
+		track $!
+	done
+	await_turn_lines state.db 4
+	start=$(date +%s%N)
+	let_go
+	wait
+	end=$(date +%s%N)
+	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+	# let_go itself sleeps 0.2 s; the four then go one after another
+	[ $(((end - start) / 1000000)) -lt 3000 ]
+	run "$THROTTLE" inspect q --format json
+	[ "$(field remaining "$output")" -eq 6 ]
+}
+
 @test "check and inspect read while another process holds the write lock" {
 	at 1 consume k --limit 5/1s
 	hold_lock state.db

@@ -130,6 +130,32 @@ load lib
 	[ "$status" -ne 0 ]
 }
 
+@test "batch: fed without end, it lets single calls have the lock in time" {
+	# the batch holds the lock for long groups while no one waits, and
+	# ends a group as soon as a single call waits for its turn
+	yes 'consume b --limit 1000000000/1s' | "$THROTTLE" batch >"$TMP/bout" 2>"$TMP/berr" &
+	track $!
+	for _ in $(seq 100); do
+		[ -s "$TMP/bout" ] && break
+		sleep 0.05
+	done
+	fails=0 slow=0
+	for i in $(seq 40); do
+		start=$(date +%s%N)
+		"$THROTTLE" consume "s$i" --limit 1/1h --lock-timeout 1s 2>>"$TMP/err" || fails=$((fails + 1))
+		end=$(date +%s%N)
+		[ $(((end - start) / 1000000)) -lt 500 ] || slow=$((slow + 1))
+	done
+	[ "$fails" -eq 0 ] || { cat "$TMP/err"; return 1; }
+	[ "$slow" -le 2 ] || { echo "$slow of 40 calls took 500 ms or more"; return 1; }
+	[ ! -s "$TMP/berr" ]
+	# and the batch goes on deciding
+	n1=$(wc -l <"$TMP/bout")
+	sleep 0.3
+	n2=$(wc -l <"$TMP/bout")
+	[ "$n2" -gt "$n1" ]
+}
+
 @test "batch: a line too long to answer is refused and skipped" {
 	{
 		printf 'consume %s --limit 1/1s\n' "$(head -c 1100000 /dev/zero | tr '\0' x)"
