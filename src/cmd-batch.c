@@ -17,13 +17,14 @@
  * decision that was not stored.  A request that fails before it changed
  * anything fails alone; one that fails after (an I/O error, a full disk)
  * loses its group, and every answer of the group says so.  A group ends
- * when no more input is waiting, after GROUP_MAX requests, as soon as
- * another process waits for the lock, or once it has held the lock for
- * GROUP_US (GROUP_QUIET_US where the store can tell whether anyone waits:
- * a long group writes each page it changed once, not once per short
- * group).  Between groups the lock is let go until the process waiting
- * for it has taken it, or for GROUP_GAP_US (pass_turn()).  An interactive
- * caller (coproc) is answered as soon as each line arrives.
+ * when no more input is waiting, after GROUP_MAX requests, or once it has
+ * held the lock for GROUP_US; where the store can tell whether another
+ * process waits for the lock, it goes on past GROUP_US while none does,
+ * up to GROUP_QUIET_US (a long group writes each page it changed once,
+ * not once per short group).  Between groups the lock is let go until the
+ * process waiting for it has taken it, or for GROUP_GAP_US (pass_turn()).
+ * An interactive caller (coproc) is answered as soon as each line
+ * arrives.
  *
  * What a request cannot do here: run, wait (--wait), gc, policy, help,
  * or set --db, --format or --lock-timeout, which belong to the batch.
@@ -602,7 +603,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 {
 	char err[STORE_ERR_MAX];
 	const char *cerr;
-	int64_t start, now;
+	int64_t start, now, held;
 	/* a store that reads ahead holds no lock: no time bound, no gap */
 	int remote = st != NULL && store_can_prefetch(st);
 	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full, tell;
@@ -638,8 +639,9 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			one_line(c, &g->l[n++], g, mem, membuf);
 		while (n < g->nl && n < lim &&
 		    (remote ||
-			(clock_monotonic() - start < bound &&
-			    !(tell && n % WAITING_EVERY == 0 &&
+			((held = clock_monotonic() - start) < bound &&
+			    !(tell && held >= GROUP_US &&
+				n % WAITING_EVERY == 0 &&
 				store_waiting(st) == 1))));
 		full = !remote && (n < g->nl || n >= max);
 		/* what single decisions do one write in TIDY_EVERY, a group
