@@ -366,8 +366,8 @@ turn_locks() {
 	grep -E "OFDLCK +ADVISORY +WRITE .*:$ino 1073742336 " /proc/locks || true
 }
 
-# await_turn_lines FILE N: wait until FILE's turn shows N lines (a holder
-# and N - 1 waiters).
+# await_turn_lines FILE N: wait until FILE's turn shows N lines (a holder,
+# and the waiter at the front of the line).
 await_turn_lines() {
 	local _
 	for _ in $(seq 200); do
@@ -375,6 +375,20 @@ await_turn_lines() {
 		sleep 0.05
 	done
 	echo "the turn on $1 never showed $2 lines:"
+	cat /proc/locks
+	return 1
+}
+
+# await_waiters FILE N: wait until N processes say they wait for FILE's
+# turn (a read lock each on the byte after it).
+await_waiters() {
+	local _ ino
+	ino=$(stat -c %i "$1")
+	for _ in $(seq 200); do
+		[ "$(grep -cE "OFDLCK +ADVISORY +READ .*:$ino 1073742337 " /proc/locks)" -ge "$2" ] && return 0
+		sleep 0.05
+	done
+	echo "$2 waiters never showed on $1:"
 	cat /proc/locks
 	return 1
 }
@@ -419,7 +433,10 @@ await_turn_lines() {
 		"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s 2>>"$TMP/err" &
 		track $!
 	done
-	await_turn_lines state.db 4
+	# one holds the turn (waiting for the shell), one waits at the
+	# front of the line, two behind it
+	await_turn_lines state.db 2
+	await_waiters state.db 3
 	start=$(date +%s%N)
 	let_go
 	wait
