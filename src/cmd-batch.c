@@ -95,9 +95,20 @@ struct group {
 
 static char *dup_bytes(const char *, size_t);
 
+/* Can standard input be read now without blocking? */
+static int
+input_waiting(void)
+{
+	struct pollfd p = { STDIN_FILENO, POLLIN, 0 };
+
+	return poll(&p, 1, 0) == 1;
+}
+
 /*
  * The next complete line (its newline cut off), or NULL: at EOF, or with
- * block 0 if no complete line is buffered.  A last line without a newline
+ * block 0 if no complete line is buffered and no more input is waiting
+ * (a group takes in all that is waiting, not one read's worth).  A last
+ * line without a newline
  * counts at EOF.  A line longer than LINE_MAX_BYTES comes back as "" with
  * r->toolong set, and the rest of it is skipped.
  */
@@ -143,7 +154,8 @@ next_line(struct reader *r, int block, long *lineno)
 			(*lineno)++;
 			return line;
 		}
-		if (r->eof || !block)
+		/* not blocking: read on only if more is waiting now */
+		if (r->eof || (!block && !input_waiting()))
 			return NULL;
 		if (r->off > 0) {
 			memmove(r->buf, r->buf + r->off, r->len - r->off);
@@ -173,12 +185,10 @@ next_line(struct reader *r, int block, long *lineno)
 static int
 pending(const struct reader *r)
 {
-	struct pollfd p = { STDIN_FILENO, POLLIN, 0 };
-
 	if (r->len > r->off &&
 	    memchr(r->buf + r->off, '\n', r->len - r->off) != NULL)
 		return 1;
-	return !r->eof && poll(&p, 1, 0) == 1;
+	return !r->eof && input_waiting();
 }
 
 static void

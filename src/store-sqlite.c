@@ -67,9 +67,15 @@
 #include "throttle.h"
 
 #ifndef F_OFD_SETLK /* Linux's, since 3.15; <fcntl.h> hides them */
+#ifdef __linux__
 #define F_OFD_GETLK 36
 #define F_OFD_SETLK 37
 #define F_OFD_SETLKW 38
+#else /* none: fcntl() fails (EINVAL), and SQLite's lock alone orders */
+#define F_OFD_GETLK (-1)
+#define F_OFD_SETLK (-1)
+#define F_OFD_SETLKW (-1)
+#endif
 #endif
 
 #define APPLICATION_ID 0x74687274 /* "thrt" */
@@ -549,6 +555,8 @@ static struct {
 	dev_t dir_dev; /* and its folder, however SQLite spells the path */
 	ino_t dir_ino;
 	uid_t owner; /* the state file's owner, once it is open */
+	dev_t dev; /* the state file SQLite opened, if it did (dev != 0) */
+	ino_t ino;
 	char why[PATH_MAX + 256];
 	uint32_t app; /* a foreign file's application_id */
 } guard;
@@ -642,6 +650,8 @@ guarded_open(const char *path, int flags, int mode)
 		    suffix);
 	if (*suffix == '\0') {
 		guard.owner = sb.st_uid;
+		guard.dev = sb.st_dev;
+		guard.ino = sb.st_ino;
 		if (geteuid() == 0 && (sb.st_uid != 0 || (sb.st_mode & 022)))
 			return refuse_fd(fd, EACCES,
 			    "can be written by others (owner %ld, mode %04o); "
@@ -685,6 +695,7 @@ guard_begin(const char *path)
 	}
 	guard.why[0] = '\0';
 	guard.owner = geteuid();
+	guard.dev = 0;
 	guard.len = 0;
 	dir_of(path, dir, sizeof(dir));
 	if (real_open == NULL || stat(dir, &sb) == -1)
@@ -920,16 +931,17 @@ busy_wait(void *arg, int count)
 }
 
 /*
- * Waiting for the turn (promise 8).  The throttle binary blocks in the
- * kernel, woken by SIGALRM at the deadline (store_sqlite_single_thread()
- * says it may: one thread, its own signals); the PAM module, inside a
- * host process, polls as busy_wait() does.
+ * Waiting for the turn (promise 8).  Only the throttle binary takes it
+ * (store_sqlite_single_thread() says so): one thread, and no other
+ * connection to the file in the process whose POSIX locks closing turnfd
+ * would drop.  The waiter at the front blocks in the kernel, woken at the
+ * deadline by a timer of its own (a real-time signal, unblocked for the
+ * wait only): SIGALRM and the caller's alarm() are left alone.
  */
-static int alarm_waits;
-static int turn_poll(struct sq *);
+static int turn_ok;
 
 static void
-on_alarm(int sig)
+on_turn_timer(int sig)
 {
 	(void)sig; /* only to interrupt the wait (EINTR) */
 }
@@ -951,47 +963,7 @@ turn_lock(int fd, int cmd, short type, off_t at, short *held)
 	return 0;
 }
 
-static int
-turn_block(struct sq *sq)
-{
-	struct itimerval it, off;
-	struct sigaction sa, old;
-	int64_t left = sq->deadline - clock_monotonic();
-	int r;
-
-	memset(&it, 0, sizeof(it));
-	memset(&off, 0, sizeof(off));
-	if (left <= 0) {
-		errno = EAGAIN;
-		return -1;
-	}
-	/* no SA_RESTART: SIGALRM ends the wait with EINTR; the caller's
-	 * own SIGALRM (timeout -s ALRM) is back once the wait is over */
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = on_alarm;
-	sigemptyset(&sa.sa_mask);
-	if (sigaction(SIGALRM, &sa, &old) == -1)
-		return turn_poll(sq);
-	it.it_value.tv_sec = (time_t)(left / 1000000);
-	it.it_value.tv_usec = (suseconds_t)(left % 1000000);
-	/* and every ms after, should the first ring before the wait began */
-	it.it_interval.tv_usec = 1000;
-	if (setitimer(ITIMER_REAL, &it, NULL) == -1) {
-		sigaction(SIGALRM, &old, NULL);
-		return turn_poll(sq);
-	}
-	while ((r = turn_lock(sq->turnfd, F_OFD_SETLKW, F_WRLCK, TURN_BYTE,
-		    NULL)) == -1 &&
-	    errno == EINTR && clock_monotonic() < sq->deadline)
-		;
-	/* disarmed, no SIGALRM of the timer's can be pending any more */
-	setitimer(ITIMER_REAL, &off, NULL);
-	sigaction(SIGALRM, &old, NULL);
-	if (r == -1 && errno == EINTR)
-		errno = EAGAIN;
-	return r;
-}
-
+/* Poll for the turn as busy_wait() does: 0, or -1 with errno. */
 static int
 turn_poll(struct sq *sq)
 {
@@ -999,11 +971,66 @@ turn_poll(struct sq *sq)
 
 	while (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, TURN_BYTE, NULL) ==
 	    -1) {
-		if ((errno != EAGAIN && errno != EACCES) ||
-		    !busy_wait(sq, count++))
+		if (errno != EAGAIN && errno != EACCES)
 			return -1;
+		if (!busy_wait(sq, count++)) {
+			errno = EAGAIN;
+			return -1;
+		}
 	}
 	return 0;
+}
+
+/* Block in the kernel for the turn until the deadline: 0, or -1. */
+static int
+turn_block(struct sq *sq)
+{
+	struct sigaction sa, old;
+	struct sigevent ev;
+	struct itimerspec its;
+	sigset_t set, oldset;
+	timer_t timer;
+	int64_t left = sq->deadline - clock_monotonic();
+	int sig = SIGRTMIN + 2, r;
+
+	if (left <= 0) {
+		errno = EAGAIN;
+		return -1;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_turn_timer; /* no SA_RESTART: EINTR */
+	sigemptyset(&sa.sa_mask);
+	memset(&ev, 0, sizeof(ev));
+	ev.sigev_notify = SIGEV_SIGNAL;
+	ev.sigev_signo = sig;
+	if (sigaction(sig, &sa, &old) == -1)
+		return turn_poll(sq);
+	if (timer_create(CLOCK_MONOTONIC, &ev, &timer) == -1) {
+		sigaction(sig, &old, NULL);
+		return turn_poll(sq);
+	}
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, &oldset);
+	memset(&its, 0, sizeof(its));
+	its.it_value.tv_sec = (time_t)(left / 1000000);
+	its.it_value.tv_nsec = (long)(left % 1000000) * 1000;
+	/* and every ms after, should the first ring before the wait began */
+	its.it_interval.tv_nsec = 1000000;
+	if (timer_settime(timer, 0, &its, NULL) == -1)
+		r = turn_poll(sq);
+	else
+		while ((r = turn_lock(sq->turnfd, F_OFD_SETLKW, F_WRLCK,
+			    TURN_BYTE, NULL)) == -1 &&
+		    errno == EINTR && clock_monotonic() < sq->deadline)
+			;
+	/* a signal of the timer's still pending is taken here, unblocked */
+	timer_delete(timer);
+	sigprocmask(SIG_SETMASK, &oldset, NULL);
+	sigaction(sig, &old, NULL);
+	if (r == -1 && errno == EINTR)
+		errno = EAGAIN;
+	return r;
 }
 
 /*
@@ -1012,20 +1039,32 @@ turn_poll(struct sq *sq)
  * process, not every waiter (a herd that kept 32 callers' p99 at 19x
  * their p50); the others poll for the front as busy_wait() does, and
  * take it within a poll of the front's going to the turn, while the turn
- * is busy.  0, or -1 with errno.
+ * is busy.  They try the turn too: a waiter stopped at the front (^Z, a
+ * debugger) must not keep the others from a turn that is free.  0, or -1
+ * with errno.
  */
 static int
 turn_queue(struct sq *sq)
 {
 	int count = 0, r;
 
-	while (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, FRONT_BYTE, NULL) ==
-	    -1) {
-		if ((errno != EAGAIN && errno != EACCES) ||
-		    !busy_wait(sq, count++))
+	for (;;) {
+		if (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, TURN_BYTE,
+			NULL) == 0)
+			return 0;
+		if (errno != EAGAIN && errno != EACCES)
 			return -1;
+		if (turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK, FRONT_BYTE,
+			NULL) == 0)
+			break;
+		if (errno != EAGAIN && errno != EACCES)
+			return -1;
+		if (!busy_wait(sq, count++)) {
+			errno = EAGAIN;
+			return -1;
+		}
 	}
-	r = alarm_waits ? turn_block(sq) : turn_poll(sq);
+	r = turn_block(sq);
 	turn_lock(sq->turnfd, F_OFD_SETLK, F_UNLCK, FRONT_BYTE, NULL);
 	return r;
 }
@@ -1067,6 +1106,29 @@ turn_give(struct sq *sq)
 	if (sq->has_turn)
 		turn_lock(sq->turnfd, F_OFD_SETLK, F_UNLCK, TURN_BYTE, NULL);
 	sq->has_turn = 0;
+}
+
+/*
+ * The state file SQLite opened, opened again for the turn (promise 8), or
+ * -1: not if another file has taken its place at the path meanwhile.
+ */
+static int
+open_turn(struct sq *sq)
+{
+	struct stat sb;
+	int fd;
+
+	if (guard.dev == 0 ||
+	    (fd = open(sq->path,
+		 O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) ==
+		-1)
+		return -1;
+	if (fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode) ||
+	    sb.st_dev != guard.dev || sb.st_ino != guard.ino) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* Open the file with SQLite, as readonly or read-write says. */
@@ -1116,10 +1178,11 @@ sq_connect(struct sq *sq, int create, int immutable)
 		    &one);
 		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
 		    NULL);
-		/* the file SQLite has just opened (or made); if it cannot be
-		 * opened again, SQLite's lock alone orders the writers */
-		sq->turnfd = open(sq->path,
-		    O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		/* the file SQLite has just opened (or made), the same one;
+		 * if it cannot be opened again, SQLite's lock alone orders
+		 * the writers */
+		if (turn_ok)
+			sq->turnfd = open_turn(sq);
 	}
 	return 0;
 }
@@ -1162,7 +1225,7 @@ store_sqlite_single_thread(void)
 	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);
-	alarm_waits = 1; /* its own signals: turn_block() may use SIGALRM */
+	turn_ok = 1; /* promise 8: see turn_ok */
 }
 
 /* Close the SQLite connection (the struct stays). */

@@ -361,9 +361,14 @@ let_go() {
 # (an OFD lock on the byte 512 past SQLite's lock-byte page at 1 GiB);
 # a waiter's line has "->" in it.
 turn_locks() {
-	local ino
-	ino=$(stat -c %i "$1")
-	grep -E "OFDLCK +ADVISORY +WRITE .*:$ino 1073742336 " /proc/locks || true
+	grep -E "OFDLCK +ADVISORY +WRITE .* $(lock_id "$1") 1073742336 " /proc/locks || true
+}
+
+# lock_id FILE: FILE as /proc/locks names it, MAJOR:MINOR:INODE
+lock_id() {
+	local maj min ino
+	read -r maj min ino < <(stat -c '%Hd %Ld %i' "$1")
+	printf '%02x:%02x:%s' "$maj" "$min" "$ino"
 }
 
 # await_turn_lines FILE N: wait until FILE's turn shows N lines (a holder,
@@ -382,10 +387,10 @@ await_turn_lines() {
 # await_waiters FILE N: wait until N processes say they wait for FILE's
 # turn (a read lock each on the byte after it).
 await_waiters() {
-	local _ ino
-	ino=$(stat -c %i "$1")
+	local _ id
+	id=$(lock_id "$1")
 	for _ in $(seq 200); do
-		[ "$(grep -cE "OFDLCK +ADVISORY +READ .*:$ino 1073742337 " /proc/locks)" -ge "$2" ] && return 0
+		[ "$(grep -cE "OFDLCK +ADVISORY +READ .* $id 1073742337 " /proc/locks)" -ge "$2" ] && return 0
 		sleep 0.05
 	done
 	echo "$2 waiters never showed on $1:"
@@ -446,6 +451,59 @@ await_waiters() {
 	[ $(((end - start) / 1000000)) -lt 3000 ]
 	run "$THROTTLE" inspect q --format json
 	[ "$(field remaining "$output")" -eq 6 ]
+}
+
+@test "a waiter stopped at the front of the line does not keep the others from a free turn" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
+	a=$!
+	track $a
+	await_turn_lines state.db 1
+	"$THROTTLE" consume b --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
+	b=$!
+	track $b
+	await_turn_lines state.db 2
+	kill -STOP $b
+	"$THROTTLE" consume c --limit 5/1h --lock-timeout 10s 2>>"$TMP/err" &
+	c=$!
+	track $c
+	await_waiters state.db 2
+	start=$(date +%s%N)
+	let_go
+	wait $a
+	wait $c
+	end=$(date +%s%N)
+	[ $(((end - start) / 1000000)) -lt 5000 ]
+	kill -CONT $b
+	wait $b
+	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+}
+
+@test "waiting for the turn leaves the caller's signals and alarm alone" {
+	needs_sqlite
+	command -v perl >/dev/null || skip "needs perl"
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s &
+	track $!
+	await_turn_lines state.db 1
+	# an alarm() set before exec still rings while throttle waits
+	start=$(date +%s%N)
+	run perl -e 'alarm 2; exec @ARGV' "$THROTTLE" consume b --limit 5/1h --lock-timeout 20s
+	end=$(date +%s%N)
+	[ "$status" -eq 142 ]
+	[ $(((end - start) / 1000000)) -lt 8000 ]
+	# every signal blocked before exec: --lock-timeout still ends the wait
+	start=$(date +%s%N)
+	run perl -e 'use POSIX; my $s = POSIX::SigSet->new; $s->fillset; sigprocmask(SIG_BLOCK, $s); exec @ARGV' \
+	    "$THROTTLE" consume c --limit 5/1h --lock-timeout 1s
+	end=$(date +%s%N)
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"longer than the lock timeout (1s)"* ]]
+	[ $(((end - start) / 1000000)) -lt 6000 ]
+	let_go
 }
 
 @test "check and inspect read while another process holds the write lock" {
