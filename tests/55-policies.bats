@@ -315,9 +315,12 @@ since() {
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {
 	needs_sqlite
-	for n in $(seq 200); do at "$n" consume "k$n" --limit 1/1s; done
+	# one write in 16 forgets up to 64 rows at rest from a random place:
+	# over 200 writes, 150 or more left came about once in 60 runs; over
+	# 400, the most left in 30 runs was 182
+	for n in $(seq 400); do at "$n" consume "k$n" --limit 1/1s; done
 	left=$(sqlite3 state.db 'SELECT count(*) FROM rec WHERE kind = 1')
-	[ "$left" -lt 150 ]
+	[ "$left" -lt 300 ]
 }
 
 @test "a policy cannot name an owner process" {
