@@ -39,7 +39,7 @@
 
 #include "throttle.h"
 
-#define GROUP_US 5000
+#define GROUP_US 10000
 #define GROUP_QUIET_US 50000
 #define GROUP_GAP_US 500
 #define GROUP_MAX 10000

@@ -133,7 +133,7 @@ load lib
 @test "batch: fed without end, it lets single calls have the lock in time" {
 	# with input waiting, the batch takes it all into a group (up to
 	# 10000 requests) and holds the lock up to 50 ms while no one waits,
-	# but ends a group after 5 ms as soon as a single call waits
+	# but ends a group after 10 ms as soon as a single call waits
 	at 1 consume warm --limit 1/1s
 	for i in $(seq 9); do
 		start=$(date +%s%N)
