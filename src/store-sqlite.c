@@ -14,11 +14,10 @@
  *	   power cut can lose the last few commits, never corrupt the file.
  *	   The -wal and -shm files stay between calls (SQLITE_FCNTL_PERSIST_
  *	   WAL, no checkpoint on close): creating, syncing, checkpointing and
- *	   deleting them in every process cost more than the decision.  One
- *	   close in CKPT_EVERY, and any close that finds the WAL past
- *	   WAL_MAX bytes, checkpoints it and truncates it, if no one else
- *	   holds the lock (never waiting), so the WAL stays small and a new
- *	   process's recovery of it cheap.
+ *	   deleting them in every process cost more than the decision.  A
+ *	   close that finds the WAL past WAL_CKPT bytes checkpoints it and
+ *	   truncates it, if no one else holds the lock (never waiting), so
+ *	   the WAL stays small and a new process's recovery of it cheap.
  *	3. A file that is not ours is never written: before SQLite is given
  *	   the file, its header is read with plain read(2); a non-SQLite file
  *	   or a database with another program's application_id is refused
@@ -86,8 +85,14 @@
  * key order.  expires is when the record may be forgotten (gc, and the
  * tidying consume does), INT64_MAX for never.
  */
-#define CKPT_EVERY 16 /* a writer's close checkpoints one time in this many */
-#define WAL_MAX (1 << 20) /* or whenever the WAL is larger than this */
+/*
+ * A writer's close checkpoints the WAL once it holds 16 frames (of 4 KiB
+ * pages): a process starting reads every frame of the WAL to rebuild its
+ * index (about 5000 instructions a frame, measured), and a checkpoint
+ * syncs twice.  A size, not a chance (it was one close in 16), so the
+ * cost of a decision stays within the same bounds from call to call.
+ */
+#define WAL_CKPT (32 + 16 * (4096 + 24))
 
 /* promise 8: in SQLite's lock-byte page (1 GiB in), past the 512 bytes
  * it locks (PENDING_BYTE, RESERVED_BYTE, 510 shared bytes) */
@@ -1188,9 +1193,9 @@ sq_connect(struct sq *sq, int create, int immutable)
 }
 
 /*
- * Before a writer closes: now and then (and always when the WAL has grown
- * past WAL_MAX), checkpoint the WAL into the file and truncate it, without
- * waiting for the lock (promise 2).
+ * Before a writer closes: once the WAL has grown past WAL_CKPT, checkpoint
+ * it into the file and truncate it, without waiting for the lock (promise
+ * 2).
  */
 static void
 checkpoint_now_and_then(struct sq *sq)
@@ -1202,8 +1207,7 @@ checkpoint_now_and_then(struct sq *sq)
 	    !sq->ours)
 		return;
 	snprintf(wal, sizeof(wal), "%s-wal", sq->path);
-	if (busy_jitter(sq) % CKPT_EVERY != 0 &&
-	    (lstat(wal, &sb) == -1 || sb.st_size <= WAL_MAX))
+	if (lstat(wal, &sb) == -1 || sb.st_size < WAL_CKPT)
 		return;
 	sq->deadline = 0; /* busy: leave it to the next close */
 	sqlite3_exec(sq->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL,

@@ -506,6 +506,24 @@ await_waiters() {
 	let_go
 }
 
+@test "the WAL stays between calls and is checkpointed once it holds 16 frames" {
+	needs_sqlite
+	at 1 consume k --limit 1000/1s
+	max=0 small=0
+	for n in $(seq 2 60); do
+		at "$n" consume k --limit 1000/1s
+		size=$(stat -c %s state.db-wal)
+		[ "$size" -gt "$max" ] && max=$size
+		[ "$size" -lt 8300 ] && small=$((small + 1))
+	done
+	# 16 frames of a 4 KiB page and its 24-byte header, after the
+	# WAL's own 32 bytes: checkpointed at the close that passes them
+	[ "$max" -le $((32 + 17 * 4120)) ] || { echo "the WAL grew to $max bytes"; return 1; }
+	# and it was emptied more than once in 59 calls
+	[ "$small" -ge 3 ]
+	sqlite_ok
+}
+
 @test "check and inspect read while another process holds the write lock" {
 	at 1 consume k --limit 5/1s
 	hold_lock state.db
