@@ -108,9 +108,9 @@ input_waiting(void)
  * The next complete line (its newline cut off), or NULL: at EOF, or with
  * block 0 if no complete line is buffered and no more input is waiting
  * (a group takes in all that is waiting, not one read's worth).  A last
- * line without a newline
- * counts at EOF.  A line longer than LINE_MAX_BYTES comes back as "" with
- * r->toolong set, and the rest of it is skipped.
+ * line without a newline counts at EOF.  A line longer than
+ * LINE_MAX_BYTES comes back as "" with r->toolong set, and the rest of
+ * it is skipped.
  */
 static char *
 next_line(struct reader *r, int block, long *lineno)
