@@ -34,19 +34,18 @@
  *	7. A new (absent or empty) file is created and given its schema while
  *	   its folder is flock(2)ed, so concurrent first callers never race to
  *	   switch it to WAL; later callers never take that lock.
- *	8. Writers wait for their turn in the kernel (queue_take()): a
- *	   waiter is woken the moment the writer before it lets go, and
- *	   spends no CPU meanwhile, where SQLite's busy handler can only poll.
- *	   The turn is an open-file-description lock on a byte of SQLite's
- *	   lock-byte page that SQLite itself never locks; a writer holds it
- *	   from before BEGIN IMMEDIATE to after COMMIT, and one waiting for
- *	   it holds a read lock on the next byte, so a batch can see that
- *	   someone waits (sq_waiting()) and end its group; of the waiters,
- *	   only the one at the front of the line (the byte after) waits for
- *	   the turn itself (turn_queue()).  The turn only
- *	   orders throttle's writers: SQLite's own lock still makes each
- *	   decision atomic, against any writer (the sqlite3 shell included),
- *	   and is still waited for by busy_wait().
+ *	8. Writers take turns (turn_take()): the turn is an open-file-
+ *	   description lock on a byte of SQLite's lock-byte page that SQLite
+ *	   itself never locks, held from before BEGIN IMMEDIATE to after
+ *	   COMMIT.  A waiter holds a read lock on the next byte, so a batch
+ *	   can see that someone waits (sq_waiting()) and end its group; the
+ *	   waiter at the front of the line (the byte after) waits for the
+ *	   turn in the kernel, woken the moment the holder lets go and using
+ *	   no CPU meanwhile, and the others poll for the front
+ *	   (turn_queue()).  The turn only orders throttle's writers: SQLite's
+ *	   own lock still makes each decision atomic, against any writer
+ *	   (the sqlite3 shell included), and is still waited for by
+ *	   busy_wait().
  */
 #include <sys/file.h>
 #include <sys/stat.h>
