@@ -52,10 +52,10 @@ load lib
 }
 
 @test "run: the child holds no descriptor of the state file" {
-	run "$THROTTLE" run fd --concurrency 1 -- sh -c 'ls -l /proc/$$/fd/ | grep -c state.db || true'
+	run "$THROTTLE" run fd --concurrency 1 -- sh -c 'ls -l /proc/$$/fd/ 2>/dev/null | grep -c state.db || true'
 	[ "$status" -eq 0 ]
 	[ "$output" = 0 ]
-	run at 1 run fd2 --limit 1/1s -- sh -c 'ls -l /proc/$$/fd/ | grep -c state.db || true'
+	run at 1 run fd2 --limit 1/1s -- sh -c 'ls -l /proc/$$/fd/ 2>/dev/null | grep -c state.db || true'
 	[ "$output" = 0 ]
 }
 
