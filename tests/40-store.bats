@@ -524,6 +524,27 @@ await_waiters() {
 	sqlite_ok
 }
 
+@test "a decision waiting for another program's write lock decides on what that program committed" {
+	# BEGIN IMMEDIATE: the lock before the read.  A deferred BEGIN would
+	# read k first, then find it changed when it came to write (exit 3),
+	# whatever throttle's own turn does for throttle's writers.
+	needs_sqlite
+	at 1 consume k --limit 5/1h
+	hold_lock state.db
+	THROTTLE_NOW=1 "$THROTTLE" consume k --limit 5/1h --lock-timeout 20s --format json >"$TMP/out" 2>"$TMP/err" &
+	pid=$!
+	track $pid
+	await_turn_lines state.db 1
+	sleep 0.3
+	echo "DELETE FROM rec WHERE key = X'6B';" >&7
+	let_go
+	st=0
+	wait $pid || st=$?
+	[ "$st" -eq 0 ] || { cat "$TMP/err"; return 1; }
+	# k was forgotten by the shell, then charged once: 4 left, not 3
+	[ "$(jget remaining <"$TMP/out")" = 4 ]
+}
+
 @test "check and inspect read while another process holds the write lock" {
 	at 1 consume k --limit 5/1s
 	hold_lock state.db
