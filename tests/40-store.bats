@@ -371,32 +371,27 @@ lock_id() {
 	printf '%02x:%02x:%s' "$maj" "$min" "$ino"
 }
 
-# await_turn_lines FILE N: wait until FILE's turn shows N lines (a holder,
-# and the waiter at the front of the line).
-await_turn_lines() {
-	local _
+# await_locks FILE KIND BYTE N: wait until /proc/locks shows N OFD locks
+# of KIND (READ or WRITE) on byte BYTE of FILE.
+await_locks() {
+	local _ id
+	id=$(lock_id "$1")
 	for _ in $(seq 200); do
-		[ "$(turn_locks "$1" | wc -l)" -ge "$2" ] && return 0
+		[ "$(grep -cE "OFDLCK +ADVISORY +$2 .* $id $3 " /proc/locks)" -ge "$4" ] && return 0
 		sleep 0.05
 	done
-	echo "the turn on $1 never showed $2 lines:"
+	echo "$4 $2 locks on byte $3 of $1 never showed:"
 	cat /proc/locks
 	return 1
 }
 
-# await_waiters FILE N: wait until N processes say they wait for FILE's
-# turn (a read lock each on the byte after it).
-await_waiters() {
-	local _ id
-	id=$(lock_id "$1")
-	for _ in $(seq 200); do
-		[ "$(grep -cE "OFDLCK +ADVISORY +READ .* $id 1073742337 " /proc/locks)" -ge "$2" ] && return 0
-		sleep 0.05
-	done
-	echo "$2 waiters never showed on $1:"
-	cat /proc/locks
-	return 1
-}
+# await_turn_lines FILE N: FILE's turn shows N lines (a holder, and the
+# waiter at the front of the line).
+await_turn_lines() { await_locks "$1" WRITE 1073742336 "$2"; }
+
+# await_waiters FILE N: N processes say they wait for FILE's turn (a read
+# lock each on the byte after it).
+await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 
 @test "a writer queued behind another waits in the kernel, and gives up at its own --lock-timeout" {
 	needs_sqlite
