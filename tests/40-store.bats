@@ -448,6 +448,29 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	[ "$(field remaining "$output")" -eq 6 ]
 }
 
+@test "writers waiting for the turn go in the order they came" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s 2>>"$TMP/err" &
+	track $!
+	await_turn_lines state.db 1
+	# each joins the line once the one before it waits in it
+	for i in 1 2 3 4 5; do
+		"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s \
+		    --format json >"$TMP/out.$i" 2>>"$TMP/err" &
+		track $!
+		await_waiters state.db "$i"
+	done
+	let_go
+	wait
+	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+	for i in 1 2 3 4 5; do
+		got=$(field remaining "$(cat "$TMP/out.$i")")
+		[ "$got" -eq $((9 - i)) ] || { echo "caller $i: remaining $got"; return 1; }
+	done
+}
+
 @test "a waiter stopped at the front of the line does not keep the others from a free turn" {
 	needs_sqlite
 	at 1 consume k --limit 5/1s
@@ -474,6 +497,42 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	kill -CONT $b
 	wait $b
 	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+}
+
+@test "a waiter stopped in the middle of the line does not keep those behind it from a free turn" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
+	a=$!
+	track $a
+	await_turn_lines state.db 1
+	# b at the front of the line, c behind it (stopped), d behind c: a
+	# stop interrupts c's wait in the kernel, which lets d move up (a
+	# stopped front, which holds its place, is the test above)
+	n=0
+	for w in b c d; do
+		"$THROTTLE" consume $w --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
+		eval "$w=\$!"
+		track $!
+		n=$((n + 1))
+		await_waiters state.db $n
+	done
+	kill -STOP $c
+	start=$(date +%s%N)
+	let_go
+	wait $a
+	wait $b
+	wait $d
+	end=$(date +%s%N)
+	[ $(((end - start) / 1000000)) -lt 5000 ]
+	kill -CONT $c
+	wait $c
+	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+	for w in a b c d; do
+		run "$THROTTLE" inspect $w --format json
+		[ "$(field remaining "$output")" -eq 4 ]
+	done
 }
 
 @test "waiting for the turn leaves the caller's signals and alarm alone" {
