@@ -393,16 +393,22 @@ await_turn_lines() { await_locks "$1" WRITE 1073742336 "$2"; }
 # lock each on the byte after it).
 await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 
-@test "a writer queued behind another waits in the kernel, and gives up at its own --lock-timeout" {
-	needs_sqlite
+# hold_turn: the sqlite3 shell holds SQLite's lock, and a consume of key
+# a, which has taken the writers' turn, waits for it; $holder is its pid.
+hold_turn() {
 	at 1 consume k --limit 5/1s
 	hold_lock state.db
+	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
+	holder=$!
+	track $holder
+	await_turn_lines state.db 1
+}
+
+@test "a writer queued behind another waits in the kernel, and gives up at its own --lock-timeout" {
+	needs_sqlite
 	# a has the turn and waits for the sqlite3 shell's lock; b waits for
 	# the turn, blocked in the kernel (not polling), until its own timeout
-	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>"$TMP/a.err" &
-	a=$!
-	track $a
-	await_turn_lines state.db 1
+	hold_turn
 	start=$(date +%s%N)
 	"$THROTTLE" consume b --limit 5/1s --lock-timeout 1500ms 2>"$TMP/b.err" &
 	b=$!
@@ -417,9 +423,9 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	ms=$(((end - start) / 1000000))
 	[ "$ms" -ge 1400 ] && [ "$ms" -lt 6000 ] || { echo "b gave up after $ms ms"; return 1; }
 	# a is still waiting; once the shell lets go, a decides
-	kill -0 $a
+	kill -0 $holder
 	let_go
-	wait $a
+	wait $holder
 	[ -z "$(turn_locks state.db)" ]
 	run at 1 inspect a --format json
 	[ "$(field remaining "$output")" -eq 4 ]
@@ -450,11 +456,7 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 
 @test "writers waiting for the turn go in the order they came" {
 	needs_sqlite
-	at 1 consume k --limit 5/1s
-	hold_lock state.db
-	"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s 2>>"$TMP/err" &
-	track $!
-	await_turn_lines state.db 1
+	hold_turn
 	# each joins the line once the one before it waits in it
 	for i in 1 2 3 4 5; do
 		"$THROTTLE" consume q --limit 10/1h --lock-timeout 30s \
@@ -467,18 +469,13 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
 	for i in 1 2 3 4 5; do
 		got=$(field remaining "$(cat "$TMP/out.$i")")
-		[ "$got" -eq $((9 - i)) ] || { echo "caller $i: remaining $got"; return 1; }
+		[ "$got" -eq $((10 - i)) ] || { echo "caller $i: remaining $got"; return 1; }
 	done
 }
 
 @test "a waiter stopped at the front of the line does not keep the others from a free turn" {
 	needs_sqlite
-	at 1 consume k --limit 5/1s
-	hold_lock state.db
-	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
-	a=$!
-	track $a
-	await_turn_lines state.db 1
+	hold_turn
 	"$THROTTLE" consume b --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
 	b=$!
 	track $b
@@ -490,7 +487,7 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	await_waiters state.db 2
 	start=$(date +%s%N)
 	let_go
-	wait $a
+	wait $holder
 	wait $c
 	end=$(date +%s%N)
 	[ $(((end - start) / 1000000)) -lt 5000 ]
@@ -501,12 +498,7 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 
 @test "a waiter stopped in the middle of the line does not keep those behind it from a free turn" {
 	needs_sqlite
-	at 1 consume k --limit 5/1s
-	hold_lock state.db
-	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s 2>>"$TMP/err" &
-	a=$!
-	track $a
-	await_turn_lines state.db 1
+	hold_turn
 	# b at the front of the line, c behind it (stopped), d behind c: a
 	# stop interrupts c's wait in the kernel, which lets d move up (a
 	# stopped front, which holds its place, is the test above)
@@ -521,7 +513,7 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 	kill -STOP $c
 	start=$(date +%s%N)
 	let_go
-	wait $a
+	wait $holder
 	wait $b
 	wait $d
 	end=$(date +%s%N)
@@ -538,11 +530,7 @@ await_waiters() { await_locks "$1" READ 1073742337 "$2"; }
 @test "waiting for the turn leaves the caller's signals and alarm alone" {
 	needs_sqlite
 	command -v perl >/dev/null || skip "needs perl"
-	at 1 consume k --limit 5/1s
-	hold_lock state.db
-	"$THROTTLE" consume a --limit 5/1h --lock-timeout 30s &
-	track $!
-	await_turn_lines state.db 1
+	hold_turn
 	# an alarm() set before exec still rings while throttle waits
 	start=$(date +%s%N)
 	run perl -e 'alarm 2; exec @ARGV' "$THROTTLE" consume b --limit 5/1h --lock-timeout 20s
