@@ -1004,27 +1004,40 @@ turn_arm(timer_t timer, int64_t us)
 /*
  * Wait in the kernel, in a line: the waiter at the front (FRONT_BYTE
  * held) for the turn, the others for the front.  The kernel queues a
- * blocked lock request behind the earlier one it conflicts with, so a
- * release wakes one waiter, the one that came first.
+ * blocked lock request behind the earlier one it conflicts with, and a
+ * release wakes the first; if that one finds the lock taken again, those
+ * behind it are woken too and line up anew (fs/locks.c).
  *
- * What the kernel does not order is who takes a lock in the moment
- * between its release and the woken waiter's running, which on a busy
- * machine lasts a good part of a millisecond: a caller that arrives while
- * others wait (queue) neither tries the turn nor takes a front that is
- * free, but waits for the one woken for it (TURN_HANDOVER naps at most,
- * should that one be stopped or gone), then goes to the end of the line.
- * Taking whatever was free put new callers before the waiters: half the
- * calls of 32 callers waited 1ms and a tenth 40ms or more.  Polling for
- * the front instead cost 35ms of CPU a second per waiter, and all
- * waiting for the turn itself woke them all at once (locks.c's
- * __locks_wake_up_blocks(), whenever the one woken finds the turn taken).
+ * What the kernel does not order is who takes a lock between its release
+ * and the woken waiter's running, which on a busy machine lasts a good
+ * part of a millisecond.  So a caller that arrives while others wait
+ * does not try the turn, and while a lock stands free that is being
+ * handed over (the front; the turn, while the front is held) waits for
+ * the one woken for it, TURN_HANDOVER_US at most (that one may be
+ * stopped), then goes to the end of the line.  Taking whatever was free
+ * put new callers before the waiters: half the calls of 32 callers
+ * waited 1ms and a tenth 40ms or more.  Polling for the front instead
+ * cost 35ms of CPU a second per waiter.
  *
- * Those behind the front wake every TURN_TICK to try the turn: a front
- * stopped (^Z, a debugger) must not keep them from a turn that is free.
+ * Those behind the front wake every TURN_TICK_US to try the turn, and
+ * every waiter tries once more at its deadline: a front stopped (^Z, a
+ * debugger) holds its place, and must not keep them from a turn that is
+ * free.  A waiter woken by the tick goes back to the end of the line.
  * 0, or -1 with errno.
  */
-#define TURN_TICK 100000
-#define TURN_HANDOVER 40 /* naps of 50 to 150us: 4ms at most */
+#define TURN_TICK_US 1000000
+#define TURN_HANDOVER_US 2000
+
+/* Whether the lock on byte at is free of other holders: 1, 0, or -1. */
+static int
+turn_free(struct sq *sq, off_t at)
+{
+	short held;
+
+	if (turn_lock(sq->turnfd, F_OFD_GETLK, F_WRLCK, at, &held) == -1)
+		return -1;
+	return held == F_UNLCK;
+}
 
 static void
 turn_nap(struct sq *sq)
@@ -1039,14 +1052,15 @@ turn_nap(struct sq *sq)
 static int
 turn_wait(struct sq *sq, timer_t timer, int queue)
 {
-	int front = 0, waiting = 0, handover = 0, r;
-	int64_t left;
-	short held;
+	int front = 0, waiting = 0, r;
+	int64_t left, handover = clock_monotonic() + TURN_HANDOVER_US;
 
 	for (;;) {
 		if ((left = sq->deadline - clock_monotonic()) <= 0) {
-			errno = EAGAIN;
-			r = -1;
+			/* one last try: the one in front may be stopped */
+			if ((r = turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK,
+				 TURN_BYTE, NULL)) == -1)
+				errno = EAGAIN;
 			break;
 		}
 		if (!front && !queue) {
@@ -1063,12 +1077,11 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 				break;
 			}
 		} else if (!front && !waiting &&
-		    turn_lock(sq->turnfd, F_OFD_GETLK, F_WRLCK, FRONT_BYTE,
-			&held) == 0 &&
-		    held == F_UNLCK) {
-			/* the front is free: while others wait, it is being
+		    (turn_free(sq, FRONT_BYTE) == 1 ||
+			turn_free(sq, TURN_BYTE) == 1)) {
+			/* a lock stands free: while others wait, it is being
 			 * handed to the one woken for it; else try */
-			if (sq_waiting(sq) == 1 && handover++ < TURN_HANDOVER)
+			if (sq_waiting(sq) == 1 && clock_monotonic() < handover)
 				turn_nap(sq);
 			else
 				queue = 0;
@@ -1079,7 +1092,8 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 			waiting = turn_lock(sq->turnfd, F_OFD_SETLK, F_RDLCK,
 				      WAITING_BYTE, NULL) == 0;
 		if (turn_arm(timer,
-			front || left < TURN_TICK ? left : TURN_TICK) == -1) {
+			front || left < TURN_TICK_US ? left : TURN_TICK_US) ==
+		    -1) {
 			r = -1;
 			break;
 		}
@@ -1138,8 +1152,6 @@ turn_queue(struct sq *sq, int queue)
 	timer_delete(timer);
 	sigprocmask(SIG_SETMASK, &oldset, NULL);
 	sigaction(sig, &old, NULL);
-	if (r == -1 && errno == EINTR)
-		errno = EAGAIN;
 	return r;
 }
 
@@ -1268,7 +1280,6 @@ sq_connect(struct sq *sq, int create, int immutable)
 	return 0;
 }
 
-static int sq_waiting(void *);
 
 /*
  * Before a writer closes: once the WAL has grown past WAL_CKPT, checkpoint
