@@ -1011,13 +1011,14 @@ turn_arm(timer_t timer, int64_t us)
  * What the kernel does not order is who takes a lock between its release
  * and the woken waiter's running, which on a busy machine lasts a good
  * part of a millisecond.  So a caller that arrives while others wait
- * does not try the turn, and while a lock stands free that is being
- * handed over (the front; the turn, while the front is held) waits for
+ * does not try the turn, and while the front stands free it waits for
  * the one woken for it, TURN_HANDOVER_US at most (that one may be
  * stopped), then goes to the end of the line.  Taking whatever was free
  * put new callers before the waiters: half the calls of 32 callers
- * waited 1ms and a tenth 40ms or more.  Polling for the front instead
- * cost 35ms of CPU a second per waiter.
+ * waited 1ms and a tenth 40ms or more; with a 2ms bound, their p99 was
+ * still 4-5x their p50 (10ms: 2x), as the woken one can wait that long
+ * for a CPU.  Polling for the front instead cost 35ms of CPU a second
+ * per waiter.
  *
  * Those behind the front wake every TURN_TICK_US to try the turn, and
  * every waiter tries once more at its deadline: a front stopped (^Z, a
@@ -1026,7 +1027,7 @@ turn_arm(timer_t timer, int64_t us)
  * 0, or -1 with errno.
  */
 #define TURN_TICK_US 1000000
-#define TURN_HANDOVER_US 2000
+#define TURN_HANDOVER_US 10000
 
 /* Whether the lock on byte at is free of other holders: 1, 0, or -1. */
 static int
@@ -1039,20 +1040,24 @@ turn_free(struct sq *sq, off_t at)
 	return held == F_UNLCK;
 }
 
+/* The n-th nap while a lock is handed over: 50us, doubling to 1ms, each
+ * jittered by up to half. */
 static void
-turn_nap(struct sq *sq)
+turn_nap(struct sq *sq, int n)
 {
 	struct timespec ts;
+	int64_t step = n < 5 ? INT64_C(50) << n : 1000;
 
+	step = step / 2 + (int64_t)(busy_jitter(sq) % (uint64_t)step);
 	ts.tv_sec = 0;
-	ts.tv_nsec = (long)(50 + busy_jitter(sq) % 100) * 1000;
+	ts.tv_nsec = (long)step * 1000;
 	nanosleep(&ts, NULL);
 }
 
 static int
 turn_wait(struct sq *sq, timer_t timer, int queue)
 {
-	int front = 0, waiting = 0, r;
+	int front = 0, waiting = 0, naps = 0, r;
 	int64_t left, handover = clock_monotonic() + TURN_HANDOVER_US;
 
 	for (;;) {
@@ -1077,12 +1082,11 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 				break;
 			}
 		} else if (!front && !waiting &&
-		    (turn_free(sq, FRONT_BYTE) == 1 ||
-			turn_free(sq, TURN_BYTE) == 1)) {
+		    turn_free(sq, FRONT_BYTE) == 1) {
 			/* a lock stands free: while others wait, it is being
 			 * handed to the one woken for it; else try */
 			if (sq_waiting(sq) == 1 && clock_monotonic() < handover)
-				turn_nap(sq);
+				turn_nap(sq, naps++);
 			else
 				queue = 0;
 			continue;
@@ -1279,7 +1283,6 @@ sq_connect(struct sq *sq, int create, int immutable)
 	}
 	return 0;
 }
-
 
 /*
  * Before a writer closes: once the WAL has grown past WAL_CKPT, checkpoint

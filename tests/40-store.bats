@@ -491,8 +491,8 @@ hold_turn() {
 	wait $c
 	end=$(date +%s%N)
 	[ $(((end - start) / 1000000)) -lt 5000 ]
-	# one that arrives now finds the turn free behind a front that does
-	# not come for it, and takes it well within its own short timeout
+	# one that arrives now waits behind a front that does not come for
+	# the free turn, and takes it at its own short timeout, not past it
 	start=$(date +%s%N)
 	run "$THROTTLE" consume d --limit 5/1h --lock-timeout 100ms
 	end=$(date +%s%N)
