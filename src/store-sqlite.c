@@ -39,7 +39,7 @@
  *	   itself never locks, held from before BEGIN IMMEDIATE to after
  *	   COMMIT.  A waiter holds a read lock on the next byte, so a batch
  *	   can see that someone waits (sq_waiting()) and end its group.
- *	   Waiters wait in the kernel, using no CPU, in the order they came:
+ *	   Waiters wait in the kernel, in the order they came:
  *	   the one at the front of the line (holding the byte after) for the
  *	   turn, woken the moment the holder lets go, the others for the
  *	   front (turn_wait()).  The turn only orders throttle's writers:
@@ -1012,8 +1012,9 @@ turn_arm(timer_t timer, int64_t us)
  * and the woken waiter's running, which on a busy machine lasts a good
  * part of a millisecond.  So a caller that arrives while others wait
  * does not try the turn, and while the front stands free it waits for
- * the one woken for it, TURN_HANDOVER_US at most (that one may be
- * stopped), then goes to the end of the line.  Taking whatever was free
+ * the one woken for it, TURN_HANDOVER_US at most, then takes the front
+ * itself (that one may be stopped; one stopped while it waits in the line
+ * keeps its waiting lock, and costs each arrival the full wait).  Taking whatever was free
  * put new callers before the waiters: half the calls of 32 callers
  * waited 1ms and a tenth 40ms or more; with a 2ms bound, their p99 was
  * still 4-5x their p50 (10ms: 2x), as the woken one can wait that long
@@ -1023,7 +1024,8 @@ turn_arm(timer_t timer, int64_t us)
  * Those behind the front wake every TURN_TICK_US to try the turn, and
  * every waiter tries once more at its deadline: a front stopped (^Z, a
  * debugger) holds its place, and must not keep them from a turn that is
- * free.  A waiter woken by the tick goes back to the end of the line.
+ * free.  A waiter woken by the tick goes back to the end of the line:
+ * a wait longer than TURN_TICK_US may lose its place.
  * 0, or -1 with errno.
  */
 #define TURN_TICK_US 1000000
@@ -1041,14 +1043,17 @@ turn_free(struct sq *sq, off_t at)
 }
 
 /* The n-th nap while a lock is handed over: 50us, doubling to 1ms, each
- * jittered by up to half. */
+ * jittered by up to half, and not past the deadline. */
 static void
 turn_nap(struct sq *sq, int n)
 {
 	struct timespec ts;
-	int64_t step = n < 5 ? INT64_C(50) << n : 1000;
+	int64_t step = n < 5 ? INT64_C(50) << n : 1000,
+		left = sq->deadline - clock_monotonic();
 
 	step = step / 2 + (int64_t)(busy_jitter(sq) % (uint64_t)step);
+	if (step > left)
+		step = left > 0 ? left : 0;
 	ts.tv_sec = 0;
 	ts.tv_nsec = (long)step * 1000;
 	nanosleep(&ts, NULL);
@@ -1063,8 +1068,9 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 	for (;;) {
 		if ((left = sq->deadline - clock_monotonic()) <= 0) {
 			/* one last try: the one in front may be stopped */
-			if ((r = turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK,
-				 TURN_BYTE, NULL)) == -1)
+			r = turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK,
+			    TURN_BYTE, NULL);
+			if (r == -1 && errno == EACCES)
 				errno = EAGAIN;
 			break;
 		}
@@ -1083,8 +1089,8 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 			}
 		} else if (!front && !waiting &&
 		    turn_free(sq, FRONT_BYTE) == 1) {
-			/* a lock stands free: while others wait, it is being
-			 * handed to the one woken for it; else try */
+			/* the front stands free: while others wait, it is
+			 * being handed to the one woken for it; else try */
 			if (sq_waiting(sq) == 1 && clock_monotonic() < handover)
 				turn_nap(sq, naps++);
 			else
