@@ -1013,13 +1013,13 @@ turn_arm(timer_t timer, int64_t us)
  * part of a millisecond.  So a caller that arrives while others wait
  * does not try the turn, and while the front stands free it waits for
  * the one woken for it, TURN_HANDOVER_US at most, then takes the front
- * itself (that one may be stopped; one stopped while it waits in the line
- * keeps its waiting lock, and costs each arrival the full wait).  Taking whatever was free
- * put new callers before the waiters: half the calls of 32 callers
- * waited 1ms and a tenth 40ms or more; with a 2ms bound, their p99 was
- * still 4-5x their p50 (10ms: 2x), as the woken one can wait that long
- * for a CPU.  Polling for the front instead cost 35ms of CPU a second
- * per waiter.
+ * itself (that one may be stopped; one stopped while it waits in the
+ * line keeps its waiting lock, and costs each arrival the full wait).
+ * Taking whatever was free put new callers before the waiters: half the
+ * calls of 32 callers waited 1ms and a tenth 40ms or more; with a 2ms
+ * bound, their p99 was still 4-5x their p50 (10ms: 2x), as the woken one
+ * can wait that long for a CPU.  Polling for the front instead cost 35ms
+ * of CPU a second per waiter.
  *
  * Those behind the front wake every TURN_TICK_US to try the turn, and
  * every waiter tries once more at its deadline: a front stopped (^Z, a
@@ -1672,7 +1672,6 @@ sq_begin(void *p, int write)
 		turn_give(sq);
 		return -1;
 	}
-
 	sq->in_txn = 1;
 	switch ((rc = verify(sq, write))) {
 	case 0:
