@@ -169,7 +169,7 @@ cmd_decide(int argc, char **argv, struct answer *ans)
 	if (ctx_init(&c, &a, ans) == 0 && cmd_prepare(&c, &a, ans) == 0)
 		a.cmd->exec(&c, &a, ans);
 	rc = ans->msg_kind == MSG_STATE ? ctx_map(&c, EXIT_STATE) : ans->rc;
-	ctx_close(&c);
+	ctx_free(&c);
 	args_free(&a);
 	return rc;
 }
@@ -219,7 +219,7 @@ cmd_main(int argc, char **argv)
 		    cmd_prepare(&c, &a, &ans) == 0)
 			a.cmd->exec(&c, &a, &ans);
 		rc = finish(&c, &a, &ans);
-		ctx_close(&c);
+		ctx_free(&c);
 		answer_free(&ans);
 	}
 	args_free(&a);

@@ -65,7 +65,8 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		c->db = env;
 	}
 	if (c->db == NULL) {
-		if (store_default_path(c->dbbuf, sizeof(c->dbbuf), &err) == -1)
+		c->dbbuf = xmalloc(DBPATH_MAX);
+		if (store_default_path(c->dbbuf, DBPATH_MAX, &err) == -1)
 			return answer_usage(ans, "--db: %s", err);
 		c->db = c->dbbuf;
 	}
@@ -79,7 +80,9 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	    store_redis_check(c->db, msg, sizeof(msg)) == -1)
 		return answer_usage(ans, "--db: %s", msg);
 #endif
-	store_display(c->db, c->dbname, sizeof(c->dbname));
+	c->dbname = xmalloc(DBNAME_MAX);
+	store_display(c->db, c->dbname, DBNAME_MAX);
+	c->pinned = clock_pinned();
 	if (clock_now(&c->now, &err) == -1)
 		return answer_usage(ans, "THROTTLE_NOW: '%s' %s",
 		    clock_pinned_text(), err);
@@ -98,6 +101,16 @@ ctx_close(struct ctx *c)
 	c->store = NULL;
 	free(c->open_err);
 	c->open_err = NULL;
+}
+
+/* Close the context and free what it holds: it is not used again. */
+void
+ctx_free(struct ctx *c)
+{
+	ctx_close(c);
+	free(c->dbbuf);
+	free(c->dbname);
+	c->dbbuf = c->dbname = NULL;
 }
 
 /* The context's store, opened on first use; NULL with the answer set. */
@@ -139,14 +152,14 @@ ctx_now(struct ctx *c, struct answer *a)
 	const char *why;
 	char err[64];
 
-	if (clock_pinned())
+	if (c->pinned)
 		return 0; /* c->now is the pinned time (plus any --wait) */
 	if (store_has_clock(c->store)) {
 		if (store_now(c->store, &c->now) == -1)
 			return ctx_fail(c, a);
 		return 0;
 	}
-	if (clock_now(&c->now, &why) == -1) {
+	if (clock_system(&c->now, &why) == -1) {
 		snprintf(err, sizeof(err), "the clock %s", why);
 		return answer_state(a, err);
 	}

@@ -63,7 +63,7 @@ struct cached {
 struct store {
 	const struct store_ops *ops;
 	void *impl;
-	char name[300]; /* as messages show it */
+	char name[DBNAME_MAX]; /* as messages show it */
 	char err[STORE_ERR_MAX];
 	/* promise 2: the records of one key */
 	char key[KEY_MAX];
@@ -193,7 +193,7 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 	struct store *st;
 
 	if (sc != NULL && sc->ops == NULL) {
-		char name[300];
+		char name[DBNAME_MAX];
 
 		store_display(spec, name, sizeof(name));
 		snprintf(err, errlen,

@@ -39,6 +39,8 @@ enum exit_code {
 #define TIME_MAX INT64_C(253402300800000000) /* year 10000, in us */
 #define COUNT_MAX INT64_MAX
 #define STORE_ERR_MAX 1536 /* bytes of a store's error message */
+#define DBPATH_MAX 4096 /* bytes of the default state file's path */
+#define DBNAME_MAX 300 /* bytes of a store's name as messages show it */
 
 enum format { FORMAT_TEXT, FORMAT_JSON, FORMAT_SHELL };
 
@@ -257,8 +259,8 @@ struct args {
  */
 struct ctx {
 	const char *db; /* --db, THROTTLE_DB, or the default file */
-	char dbbuf[4096];
-	char dbname[300]; /* as messages show it (no password) */
+	char *dbbuf; /* the default file's path, if db is that */
+	char *dbname; /* db as messages show it (no password) */
 	enum format format;
 	int quiet;
 	int64_t lock_timeout;
@@ -266,6 +268,7 @@ struct ctx {
 	int read_only;
 	int batch; /* a request of throttle batch: the store is the batch's */
 	int64_t now; /* us: the time of the decision */
+	int pinned; /* THROTTLE_NOW pins the clock: now is what it says */
 	struct store *store;
 	int open_unavailable; /* opening the store failed: out of reach */
 	char *open_err; /* opening the store failed: why (not tried again,
@@ -403,6 +406,7 @@ extern const struct algo algo_hybrid;
 
 /* clock.c */
 int clock_now(int64_t *, const char **);
+int clock_system(int64_t *, const char **);
 int clock_pinned(void);
 const char *clock_pinned_text(void);
 void clock_real_only(void);
@@ -484,6 +488,7 @@ int concurrency_free(struct ctx *, const char *, size_t, const char *,
 /* ctx.c */
 int ctx_init(struct ctx *, const struct args *, struct answer *);
 void ctx_close(struct ctx *);
+void ctx_free(struct ctx *);
 struct store *ctx_store(struct ctx *, struct answer *);
 int ctx_now(struct ctx *, struct answer *);
 int ctx_map(const struct ctx *, int);
