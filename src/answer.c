@@ -8,6 +8,7 @@
  * owns, so they outlive the buffers they came from.
  */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,9 @@
 void
 answer_init(struct answer *a)
 {
-	memset(a, 0, sizeof(*a));
+	/* not all of it: a batch starts an answer for each request */
+	memset(a, 0, offsetof(struct answer, first));
+	a->msg[0] = '\0';
 }
 
 static void
@@ -27,9 +30,11 @@ free_records(struct answer *a)
 
 	for (i = 0; i < a->nrec; i++) {
 		free(a->rec[i]->sub);
-		free(a->rec[i]);
+		if (a->rec[i] != &a->first)
+			free(a->rec[i]);
 	}
 	a->nrec = 0;
+	a->first_used = 0;
 }
 
 /* Free what an answer holds; it can be filled again after answer_init(). */
@@ -59,7 +64,15 @@ answer_record(struct answer *a, enum text_style style)
 		a->rec =
 		    xrealloc(a->rec, (size_t)a->cap * sizeof(struct record *));
 	}
-	r = xcalloc(1, sizeof(*r));
+	if (!a->first_used) {
+		/* the fields past nf are set as they are added */
+		r = &a->first;
+		memset(r, 0, offsetof(struct record, f));
+		r->nsub = 0;
+		r->sub = NULL;
+		a->first_used = 1;
+	} else
+		r = xcalloc(1, sizeof(*r));
 	r->text = style;
 	a->rec[a->nrec++] = r;
 	return r;
@@ -219,6 +232,7 @@ answer_say_key(struct answer *a, enum msg_kind kind, const char *key,
 	va_list ap;
 	FILE *fp;
 
+	memset(a->msg, 0, sizeof(a->msg)); /* ends in a NUL, if cut short */
 	if ((fp = fmemopen(a->msg, sizeof(a->msg), "w")) == NULL) {
 		a->msg[0] = '\0';
 		a->msg_kind = kind;

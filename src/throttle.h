@@ -375,13 +375,16 @@ struct answer {
 	int nrec, cap;
 	struct record **rec;
 	enum msg_kind msg_kind;
-	char msg[STORE_ERR_MAX + 256];
 	/* memory the records' strings point into */
 	char **blocks;
 	int nblocks;
 	/* print each record as it is added (inspect of every key) */
 	const struct ctx *stream;
 	int streamed;
+	/* last, and large: answer_init() sets only their first bytes */
+	int first_used; /* rec[0] is first */
+	struct record first; /* most answers have one record: no malloc */
+	char msg[STORE_ERR_MAX + 256];
 };
 
 /* algo.c */
