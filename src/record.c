@@ -86,20 +86,39 @@ record_limit_size(const struct keyrec *rec)
 size_t
 record_int(char *buf, int64_t v)
 {
-	char t[24];
+	static const char pairs[] = "00010203040506070809"
+				    "10111213141516171819"
+				    "20212223242526272829"
+				    "30313233343536373839"
+				    "40414243444546474849"
+				    "50515253545556575859"
+				    "60616263646566676869"
+				    "70717273747576777879"
+				    "80818283848586878889"
+				    "90919293949596979899";
+	char t[24], *p = t + sizeof(t);
 	uint64_t u = v < 0 ? -(uint64_t)v : (uint64_t)v;
-	size_t n = 0, i = 0;
+	size_t n, i = 0;
 
-	do {
-		t[n++] = (char)('0' + u % 10);
-		u /= 10;
-	} while (u != 0);
+	/* two digits a division: a time has 16 */
+	while (u >= 100) {
+		const char *d = pairs + 2 * (u % 100);
+
+		u /= 100;
+		*--p = d[1];
+		*--p = d[0];
+	}
+	if (u >= 10) {
+		*--p = pairs[2 * u + 1];
+		*--p = pairs[2 * u];
+	} else
+		*--p = (char)('0' + u);
 	if (v < 0)
 		buf[i++] = '-';
-	while (n > 0)
-		buf[i++] = t[--n];
-	buf[i] = '\0';
-	return i;
+	n = (size_t)(t + sizeof(t) - p);
+	memcpy(buf + i, p, n);
+	buf[i + n] = '\0';
+	return i + n;
 }
 
 /* Encode a limit's record into buf (record_limit_size() bytes); its length. */

@@ -3,7 +3,8 @@
  * lockouts (lease.c), the load shedder (shed.c), settling a command
  * line's limits (limit_settle()), the compound decision
  * (limit_combine()), the clock-step horizon, and the bytes every store
- * keeps (record.c), each against numbers worked by hand.
+ * keeps (record.c), each against numbers worked by hand, and the
+ * integers those bytes are written with, against printf.
  */
 #include <string.h>
 
@@ -249,6 +250,42 @@ records(void)
 	    "a shedder with a field too many is refused");
 }
 
+/* record_int() writes what printf's %lld does, at every length and sign. */
+static void
+integers(void)
+{
+	static const int64_t v[] = { 0, 7, 9, 10, 42, 99, 100, 101, 999, 1000,
+		-1, -9, -10, -99, -100, 1764115200123456, -1764115200123456,
+		INT64_MAX, INT64_MIN, INT64_MIN + 1 };
+	char want[32], got[32];
+	size_t i, n;
+	int64_t p;
+	int bad = 0;
+
+	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		snprintf(want, sizeof(want), "%lld", (long long)v[i]);
+		n = record_int(got, v[i]);
+		if (n != strlen(want) || strcmp(got, want) != 0) {
+			CHECK(0, "record_int(%s) wrote '%s'", want, got);
+			bad = 1;
+		}
+	}
+	/* every power of ten and its neighbours, both signs */
+	for (p = 1; p <= INT64_MAX / 10; p *= 10)
+		for (i = 0; i < 6; i++) {
+			int64_t x = (i < 3 ? p : -p) + (int64_t)(i % 3) - 1;
+
+			snprintf(want, sizeof(want), "%lld", (long long)x);
+			n = record_int(got, x);
+			if (n != strlen(want) || strcmp(got, want) != 0) {
+				CHECK(0, "record_int(%s) wrote '%s'", want,
+				    got);
+				bad = 1;
+			}
+		}
+	CHECK(!bad, "record_int() writes each number as printf does");
+}
+
 int
 main(void)
 {
@@ -258,5 +295,6 @@ main(void)
 	combine();
 	horizon();
 	records();
+	integers();
 	return unit_done();
 }
