@@ -252,6 +252,7 @@ struct sq {
 		int nnames;
 	} cache[STMT_CACHE];
 	int ncache;
+	int bound; /* cache[bound] was the last statement bound (a guess) */
 	int broken; /* the group transaction was lost to an error */
 	int readonly; /* STORE_READ: opened to read only */
 	int missing; /* read only, and there is no file: no keys */
@@ -1716,18 +1717,25 @@ static int
 param(struct sq *sq, sqlite3_stmt *stmt, const char *name)
 {
 	struct cached *c = NULL;
-	int i, k;
+	int i, j, k;
 
 	/* a kept statement's numbers are looked up once, not by strlen and
-	 * strncmp for every bind (seven a consume, a batch's millions) */
-	for (k = 0; k < sq->ncache; k++)
+	 * strncmp for every bind (seven a consume, a batch's millions);
+	 * the search starts at the statement bound last */
+	if (sq->bound >= sq->ncache)
+		sq->bound = 0;
+	for (j = 0; j < sq->ncache; j++) {
+		k = sq->bound + j < sq->ncache ? sq->bound + j
+					       : sq->bound + j - sq->ncache;
 		if (sq->cache[k].stmt == stmt) {
+			sq->bound = k;
 			c = &sq->cache[k];
 			for (i = 0; i < c->nnames; i++)
 				if (c->names[i] == name)
 					return i + 1;
 			break;
 		}
+	}
 	i = sqlite3_bind_parameter_index(stmt, name);
 	if (c != NULL && i == c->nnames + 1 && i <= STMT_PARAMS)
 		c->names[c->nnames++] = name;
