@@ -50,7 +50,7 @@ answer_free(struct answer *a)
 	free(a->blocks);
 	a->rec = NULL;
 	a->blocks = NULL;
-	a->cap = a->nblocks = 0;
+	a->cap = a->nblocks = a->capblocks = 0;
 }
 
 /* A new record at the end of the answer, shown in text as style says. */
@@ -86,8 +86,11 @@ answer_keep(struct answer *a, const char *s, size_t n)
 
 	memcpy(c, s, n);
 	c[n] = '\0';
-	a->blocks =
-	    xrealloc(a->blocks, (size_t)(a->nblocks + 1) * sizeof(*a->blocks));
+	if (a->nblocks == a->capblocks) {
+		a->capblocks = a->capblocks ? a->capblocks * 2 : 8;
+		a->blocks = xrealloc(a->blocks,
+		    (size_t)a->capblocks * sizeof(*a->blocks));
+	}
 	a->blocks[a->nblocks++] = c;
 	return c;
 }

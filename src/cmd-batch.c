@@ -91,6 +91,8 @@ struct group {
 	FILE *notes; /* messages for stderr */
 	char *notebuf;
 	size_t notelen;
+	char *words; /* the line being decided, cut into words */
+	size_t capwords;
 };
 
 static char *dup_bytes(const char *, size_t);
@@ -480,8 +482,6 @@ static void
 one_line(struct ctx *c, const struct line *l, struct group *g, FILE *mem,
     char **membuf)
 {
-	char *copy;
-
 	if (l->toolong) {
 		note(g,
 		    "batch: line %ld is longer than %zu bytes; it was skipped",
@@ -497,10 +497,18 @@ one_line(struct ctx *c, const struct line *l, struct group *g, FILE *mem,
 		    EXIT_USAGE);
 	} else {
 		/* parsing cuts the line into words: the group may be
-		 * decided again */
-		copy = dup_bytes(l->text, l->len);
-		request(c, copy, l->lineno, g, mem, membuf);
-		free(copy);
+		 * decided again, so a copy is cut, in one buffer kept for
+		 * every line (nothing points into it once it is answered) */
+		if (l->len + 1 > g->capwords) {
+			g->capwords = l->len + 1 > 2 * g->capwords
+			    ? l->len + 1
+			    : 2 * g->capwords;
+			free(g->words);
+			g->words = xmalloc(g->capwords);
+		}
+		memcpy(g->words, l->text, l->len);
+		g->words[l->len] = '\0';
+		request(c, g->words, l->lineno, g, mem, membuf);
 	}
 }
 
@@ -746,6 +754,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	free(g.notebuf);
 	free(r.buf);
 	free(g.a);
+	free(g.words);
 	drop_lines(&g, g.nl);
 	free(g.l);
 }

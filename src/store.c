@@ -605,14 +605,17 @@ int
 store_save(struct store *st, const struct keyrec *rec)
 {
 	char id[2] = { (char)('0' + rec->idx), '\0' };
-	char *buf = xmalloc(record_limit_size(rec));
-	size_t n = record_limit_encode(rec, buf);
+	char small[512]; /* a limit without sub-windows needs about 250 */
+	size_t size = record_limit_size(rec), n;
+	char *buf = size <= sizeof(small) ? small : xmalloc(size);
 	int r;
 
+	n = record_limit_encode(rec, buf);
 	changed(st, rec->key, rec->keylen);
 	r = st->ops->put(st->impl, rec->key, rec->keylen, REC_LIMIT, id, 1, buf,
 	    n, rec->rest_at);
-	free(buf);
+	if (buf != small)
+		free(buf);
 	return r;
 }
 

@@ -377,7 +377,7 @@ struct answer {
 	enum msg_kind msg_kind;
 	/* memory the records' strings point into */
 	char **blocks;
-	int nblocks;
+	int nblocks, capblocks;
 	/* print each record as it is added (inspect of every key) */
 	const struct ctx *stream;
 	int streamed;
