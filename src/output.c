@@ -259,14 +259,24 @@ jl_flush(struct jline *j)
 }
 
 static void
+jl_put_long(struct jline *j, const char *s, size_t n)
+{
+	jl_flush(j);
+	if (n > sizeof(j->b))
+		fwrite(s, 1, n, j->fp);
+	else {
+		memcpy(j->b, s, n);
+		j->n = n;
+	}
+}
+
+/* inline: a batch's JSON line is some fifty of these, most of one byte */
+static inline void
 jl_put(struct jline *j, const char *s, size_t n)
 {
 	if (j->n + n > sizeof(j->b)) {
-		jl_flush(j);
-		if (n > sizeof(j->b)) {
-			fwrite(s, 1, n, j->fp);
-			return;
-		}
+		jl_put_long(j, s, n);
+		return;
 	}
 	memcpy(j->b + j->n, s, n);
 	j->n += n;
