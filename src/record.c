@@ -43,9 +43,13 @@ number(const char *p, size_t len, size_t *off, int64_t *v)
 	if (i >= len || p[i] < '0' || p[i] > '9')
 		return -1;
 	for (; i < len && p[i] >= '0' && p[i] <= '9'; i++) {
-		if (u > (UINT64_MAX - (uint64_t)(p[i] - '0')) / 10)
+		unsigned d = (unsigned)(p[i] - '0');
+
+		/* constants, not a division a digit */
+		if (u >= UINT64_MAX / 10 &&
+		    (u > UINT64_MAX / 10 || d > UINT64_MAX % 10))
 			return -1;
-		u = u * 10 + (uint64_t)(p[i] - '0');
+		u = u * 10 + d;
 	}
 	if (u > (uint64_t)INT64_MAX + (uint64_t)neg)
 		return -1;

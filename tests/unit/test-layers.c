@@ -284,6 +284,35 @@ integers(void)
 			}
 		}
 	CHECK(!bad, "record_int() writes each number as printf does");
+
+	/* and the records read them back, up to the limits and no further */
+	{
+		static const struct {
+			const char *s;
+			int ok;
+			int64_t a, c;
+		} in[] = {
+			{ "9223372036854775807 -9223372036854775808", 1,
+			    INT64_MAX, INT64_MIN },
+			{ "1844674407370955161 0", 1, 1844674407370955161, 0 },
+			{ "9223372036854775808 0", 0, 0, 0 },
+			{ "0 -9223372036854775809", 0, 0, 0 },
+			{ "18446744073709551615 0", 0, 0, 0 },
+			{ "18446744073709551616 0", 0, 0, 0 },
+			{ "99999999999999999999 0", 0, 0, 0 },
+		};
+		int64_t a, c;
+
+		for (i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+			int r = record_shed_decode(in[i].s, strlen(in[i].s), &a,
+			    &c);
+
+			CHECK(in[i].ok ? r == 0 && a == in[i].a && c == in[i].c
+				       : r == -1,
+			    "'%s' reads %s", in[i].s,
+			    in[i].ok ? "back exactly" : "as damage");
+		}
+	}
 }
 
 int
