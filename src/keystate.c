@@ -22,20 +22,23 @@
 void
 keystate_init(struct keywork *k, const char *key, size_t keylen)
 {
-	int i;
-
-	/* all but each limit's copy of the key (1 KiB, set as it is read):
-	 * a batch starts one of these per request */
+	/* all but the limits' work, w[]: keystate_load() starts each one it
+	 * uses (a batch starts a keywork per request, and uses one) */
 	memset(k, 0, offsetof(struct keywork, w));
-	for (i = 0; i < LIMITS_MAX; i++) {
-		memset((char *)&k->w[i] + offsetof(struct work, rec.keylen), 0,
-		    sizeof(k->w[i]) - offsetof(struct work, rec.keylen));
-		k->w[i].rec.key[0] = '\0';
-	}
 	memset((char *)k + offsetof(struct keywork, d), 0,
 	    sizeof(*k) - offsetof(struct keywork, d));
 	k->key = key;
 	k->keylen = keylen;
+}
+
+/* Start a limit's work: all but its copy of the key (1 KiB, set as it is
+ * read). */
+static void
+work_init(struct work *w)
+{
+	memset((char *)w + offsetof(struct work, rec.keylen), 0,
+	    sizeof(*w) - offsetof(struct work, rec.keylen));
+	w->rec.key[0] = '\0';
 }
 
 static void
@@ -54,7 +57,7 @@ keystate_free(struct keywork *k)
 {
 	int i;
 
-	for (i = 0; i < LIMITS_MAX; i++)
+	for (i = 0; i < k->n; i++)
 		unprepare(&k->w[i]);
 	k->n = 0;
 }
@@ -77,11 +80,16 @@ keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,
 		if (i >= n && !all)
 			break;
 		w = &k->w[i];
+		work_init(w);
 		if ((w->found = store_load(c->store, k->key, k->keylen, i,
-			 &w->rec)) == -1)
+			 &w->rec)) == -1) {
+			unprepare(w);
 			return ctx_fail(c, a);
-		if (i >= n && !w->found)
+		}
+		if (i >= n && !w->found) {
+			unprepare(w);
 			break;
+		}
 		w->lim = i < n ? lims[i] : w->rec.limit;
 		w->cur.slots =
 		    xcalloc(w->rec.state.nslots + 1, sizeof(struct slot));
