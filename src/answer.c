@@ -235,7 +235,6 @@ answer_say_key(struct answer *a, enum msg_kind kind, const char *key,
 	va_list ap;
 	FILE *fp;
 
-	memset(a->msg, 0, sizeof(a->msg)); /* ends in a NUL, if cut short */
 	if ((fp = fmemopen(a->msg, sizeof(a->msg), "w")) == NULL) {
 		a->msg[0] = '\0';
 		a->msg_kind = kind;
@@ -246,6 +245,8 @@ answer_say_key(struct answer *a, enum msg_kind kind, const char *key,
 	vsay(a, kind, fp, fmt, ap);
 	va_end(ap);
 	fclose(fp);
+	/* glibc ends a message cut short with a NUL; not every libc does */
+	a->msg[sizeof(a->msg) - 1] = '\0';
 }
 
 /* A usage error or invalid input: exit 2 and the message.  -1. */

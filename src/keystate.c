@@ -13,6 +13,7 @@
  *	   longest wait, then the fewest units left.
  */
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,14 @@ keystate_record(struct answer *a, const struct keywork *k, int decision,
 	struct decision d = k->d;
 	int i, locked = k->lk.until > k->now;
 
+	/* w[bind] must be a loaded limit: keystate_load() starts only those,
+	 * and every caller loads at least one */
+	if (k->bind < 0 || k->bind >= k->n) {
+		fputs("throttle: internal error: an answer with no limit "
+		      "loaded\n",
+		    stderr);
+		abort();
+	}
 	/* while locked out nothing can be taken: none remains */
 	if (locked)
 		d.remaining = 0;

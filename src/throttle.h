@@ -381,8 +381,9 @@ struct answer {
 	/* print each record as it is added (inspect of every key) */
 	const struct ctx *stream;
 	int streamed;
-	/* last, and large: answer_init() sets only their first bytes */
 	int first_used; /* rec[0] is first */
+	/* last, and large: answer_init() zeroes all above, sets msg[0] and
+	 * leaves first to answer_record() */
 	struct record first; /* most answers have one record: no malloc */
 	char msg[STORE_ERR_MAX + 256];
 };
