@@ -252,7 +252,7 @@ struct sq {
 		int nnames;
 	} cache[STMT_CACHE];
 	int ncache;
-	int bound; /* cache[bound] was the last statement bound (a guess) */
+	struct cached *prepped; /* what prep() gave last, if it is kept */
 	int broken; /* the group transaction was lost to an error */
 	int readonly; /* STORE_READ: opened to read only */
 	int missing; /* read only, and there is no file: no keys */
@@ -381,11 +381,13 @@ prep(struct sq *sq, const char *sql, const char *what)
 	struct cached *c = NULL;
 	int i;
 
+	sq->prepped = NULL;
 	for (i = 0; i < sq->ncache; i++)
 		if (sq->cache[i].sql == sql) {
 			if (sq->cache[i].busy)
 				break; /* nested: prepare another */
 			sq->cache[i].busy = 1;
+			sq->prepped = &sq->cache[i];
 			return sq->cache[i].stmt;
 		}
 	if (i == sq->ncache && sq->ncache < STMT_CACHE)
@@ -402,6 +404,7 @@ prep(struct sq *sq, const char *sql, const char *what)
 		c->busy = 1;
 		c->nnames = 0;
 		sq->ncache++;
+		sq->prepped = c;
 	}
 	return stmt;
 }
@@ -428,6 +431,7 @@ unprep_all(struct sq *sq)
 {
 	while (sq->ncache > 0)
 		sqlite3_finalize(sq->cache[--sq->ncache].stmt);
+	sq->prepped = NULL;
 }
 
 /* Step a statement that returns no rows, then finalize it: 0 or -1. */
@@ -1716,26 +1720,17 @@ sq_begin(void *p, int write)
 static int
 param(struct sq *sq, sqlite3_stmt *stmt, const char *name)
 {
-	struct cached *c = NULL;
-	int i, j, k;
-
 	/* a kept statement's numbers are looked up once, not by strlen and
 	 * strncmp for every bind (seven a consume, a batch's millions);
-	 * the search starts at the statement bound last */
-	if (sq->bound >= sq->ncache)
-		sq->bound = 0;
-	for (j = 0; j < sq->ncache; j++) {
-		k = sq->bound + j < sq->ncache ? sq->bound + j
-					       : sq->bound + j - sq->ncache;
-		if (sq->cache[k].stmt == stmt) {
-			sq->bound = k;
-			c = &sq->cache[k];
-			for (i = 0; i < c->nnames; i++)
-				if (c->names[i] == name)
-					return i + 1;
-			break;
-		}
-	}
+	 * its binds follow its prep() */
+	struct cached *c = sq->prepped != NULL && sq->prepped->stmt == stmt
+	    ? sq->prepped
+	    : NULL;
+	int i;
+
+	for (i = 0; c != NULL && i < c->nnames; i++)
+		if (c->names[i] == name)
+			return i + 1;
 	i = sqlite3_bind_parameter_index(stmt, name);
 	if (c != NULL && i == c->nnames + 1 && i <= STMT_PARAMS)
 		c->names[c->nnames++] = name;
