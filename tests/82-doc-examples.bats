@@ -360,7 +360,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
 	on_path
 	stub deploy.sh
-	port=$(free_ports 1)
+	port=$("$BATS_TEST_DIRNAME/redis-fleet" port)
 	redis-server --port "$port" --bind 127.0.0.1 --requirepass secret --save '' \
 	    --appendonly no --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log"
 	for _ in $(seq 50); do [ -s "$TMP/redis.pid" ] && break; sleep 0.1; done

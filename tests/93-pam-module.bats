@@ -239,7 +239,7 @@ doc_service() {
 @test "pam_throttle(8) EXAMPLES: the bastions' config file, on a Redis server of our own" {
 	needs_module
 	command -v redis-server >/dev/null || skip "needs redis-server (apt-get install redis-server)"
-	port=$(free_ports 1)
+	port=$("$BATS_TEST_DIRNAME/redis-fleet" port)
 	redis-server --port "$port" --bind 127.0.0.1 --requirepass secret --save '' \
 	    --appendonly no --daemonize yes --pidfile "$TMP/redis.pid" --logfile "$TMP/redis.log"
 	for _ in $(seq 50); do [ -s "$TMP/redis.pid" ] && break; sleep 0.1; done

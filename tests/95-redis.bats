@@ -362,7 +362,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 
 @test "redis: a Redis Cluster node is refused plainly, exit 3 whatever --on-error says" {
 	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
-	base=$(free_ports 3 bus)
+	base=$("$BATS_TEST_DIRNAME/redis-fleet" port)
 	for p in $base $((base + 1)) $((base + 2)); do
 		mkdir "$TMP/$p"
 		(cd "$TMP/$p" && redis-server --port "$p" --bind 127.0.0.1 \
@@ -393,7 +393,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 	openssl req -x509 -newkey rsa:2048 -nodes -keyout key.pem -out cert.pem \
 	    -days 2 -subj "/CN=redis.internal" \
 	    -addext "subjectAltName=DNS:redis.internal" 2>/dev/null
-	base=$(free_ports 2)
+	base=$("$BATS_TEST_DIRNAME/redis-fleet" port)
 	redis-server --port 0 --tls-port "$base" --bind 127.0.0.1 \
 	    --tls-cert-file cert.pem --tls-key-file key.pem --tls-ca-cert-file cert.pem \
 	    --tls-auth-clients no --requirepass secret --save '' --appendonly no \

@@ -51,33 +51,6 @@ needs_sqlite() {
 }
 
 
-# free_ports N [bus]: a base port whose next N ports no one listens on,
-# on loopback (with bus, nor on each one's cluster bus, +10000), all
-# below the range the kernel gives outgoing connections, which may hold
-# any port of it for a while: a server started there found its port
-# taken, 1 time in a few hundred.
-free_ports() {
-	local n=$1 bus=${2:-} low span base p free
-	low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
-	span=$((low - 20000 - n))
-	[ "$span" -gt 100 ] || span=100
-	for _ in $(seq 50); do
-		base=$((10000 + (RANDOM * 32768 + RANDOM) % span))
-		free=1
-		for ((p = base; p < base + n; p++)); do
-			if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null ||
-			    { [ -n "$bus" ] &&
-				(exec 3<>"/dev/tcp/127.0.0.1/$((p + 10000))") 2>/dev/null; }; then
-				free=
-				break
-			fi
-		done
-		[ -n "$free" ] && { echo "$base"; return 0; }
-	done
-	echo "free_ports: no $n free ports found" >&2
-	return 1
-}
-
 # track PID...: processes this test started in the background, killed in
 # teardown whatever happened (a test never finds processes by name).
 track() {
