@@ -135,12 +135,7 @@ load lib
 	# 10000 requests) and holds the lock up to 50 ms while no one waits,
 	# but ends a group after 10 ms as soon as a single call waits
 	at 1 consume warm --limit 1/1s
-	for i in $(seq 9); do
-		start=$(date +%s%N)
-		"$THROTTLE" consume "a$i" --limit 1/1h
-		echo $(((($(date +%s%N) - start) / 1000000)))
-	done | sort -n >"$TMP/alone"
-	base=$(sed -n 5p "$TMP/alone")
+	at 1 --db "$TMP/other.db" consume warm --limit 1/1s
 	# answers counted as they come, not kept: they come by the million
 	yes 'consume b --limit 1000000000/1s' | "$THROTTLE" batch 2>"$TMP/berr" |
 	    awk 'NR % 10000 == 0 { print NR; fflush() }' >"$TMP/bout" &
@@ -149,6 +144,14 @@ load lib
 		[ -s "$TMP/bout" ] && break
 		sleep 0.05
 	done
+	# the time a call takes beside the batch on a file of its own: the
+	# machine is as busy, and only the wait for the lock is left out
+	for i in $(seq 9); do
+		start=$(date +%s%N)
+		"$THROTTLE" --db "$TMP/other.db" consume "a$i" --limit 1/1h
+		echo $(((($(date +%s%N) - start) / 1000000)))
+	done | sort -n >"$TMP/alone"
+	base=$(sed -n 5p "$TMP/alone")
 	fails=0 slow=0
 	for i in $(seq 40); do
 		start=$(date +%s%N)
@@ -161,8 +164,11 @@ load lib
 	[ ! -s "$TMP/berr" ]
 	# and the batch goes on deciding
 	n1=$(tail -n 1 "$TMP/bout")
-	sleep 0.3
-	n2=$(tail -n 1 "$TMP/bout")
+	for _ in $(seq 100); do
+		n2=$(tail -n 1 "$TMP/bout")
+		[ "$n2" -gt "$n1" ] && break
+		sleep 0.1
+	done
 	[ "$n2" -gt "$n1" ]
 }
 
