@@ -160,6 +160,7 @@ login() {
 	track "${pids[@]}"
 	wait "${pids[@]}"
 	[ "$(cat "$TMP"/rc* | grep -c '^0$')" -eq 0 ]
+	syslog_wait "authentication failure for user $PAM_USER_NAME\|user $PAM_USER_NAME is locked out" 30 || true
 	checked=$(grep -c "authentication failure for user $PAM_USER_NAME" "$TMP/syslog" || true)
 	[ "$checked" -le 5 ] || { echo "$checked passwords checked"; return 1; }
 	[ "$checked" -ge 1 ]
@@ -173,12 +174,10 @@ login() {
 	syslog
 	login wrong "$PAM_USER_NAME" 192.0.2.9 || true
 	login wrong "$PAM_USER_NAME" 192.0.2.9 || true
-	sleep 0.2
 	# <85>: authpriv (10) * 8 + notice (5)
-	grep -q "^<85>.*throttle-login: authentication failure for user $PAM_USER_NAME from 192.0.2.9" "$TMP/syslog" ||
-	    { cat "$TMP/syslog"; return 1; }
+	syslog_wait "^<85>.*throttle-login: authentication failure for user $PAM_USER_NAME from 192.0.2.9"
 	# the host is charged first, so it is the host that is refused
-	grep -q "throttle-login: host 192.0.2.9 (user $PAM_USER_NAME) is locked out" "$TMP/syslog"
+	syslog_wait "throttle-login: host 192.0.2.9 (user $PAM_USER_NAME) is locked out"
 }
 
 @test "pam: root is not locked out unless THROTTLE_LOGIN_ROOT=1" {
@@ -216,8 +215,7 @@ login() {
 	run login right-pass
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Authentication failure"* ]]
-	sleep 0.2
-	grep -q "refusing user $PAM_USER_NAME (a store or settings error)" "$TMP/syslog"
+	syslog_wait "refusing user $PAM_USER_NAME (a store or settings error)"
 }
 
 @test "pam: installed with another PREFIX, the guard finds its throttle" {

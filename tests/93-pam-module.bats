@@ -132,8 +132,7 @@ login() {
 	for n in 1 2 3; do login wrong "$PAM_USER_NAME" 10.9.9.9 || true; done
 	run login right-pass "$PAM_USER_NAME" 10.9.9.9
 	[ "$status" -eq 0 ]
-	sleep 0.2
-	grep -q "^<85>pam_throttle: authentication failure for user guessa from 192.0.2.7" "$TMP/syslog"
+	syslog_wait "^<85>pam_throttle: authentication failure for user guessa from 192.0.2.7"
 }
 
 @test "pam module: 30 parallel wrong passwords, at most the limit checked" {
@@ -147,7 +146,7 @@ login() {
 	done
 	track "${pids[@]}"
 	wait "${pids[@]}"
-	sleep 0.3
+	syslog_wait "authentication failure for user $PAM_USER_NAME\|is locked out" 30 || true
 	checked=$(grep -c "authentication failure for user $PAM_USER_NAME" "$TMP/syslog" || true)
 	[ "$checked" -le 5 ] || { echo "$checked passwords checked"; return 1; }
 	[ "$(grep -c "is locked out" "$TMP/syslog")" -eq $((30 - checked)) ]
@@ -160,8 +159,7 @@ login() {
 	syslog
 	run login right-pass
 	[ "$status" -ne 0 ]
-	sleep 0.2
-	grep -q "state.db: is not a throttle state file" "$TMP/syslog"
+	syslog_wait "state.db: is not a throttle state file"
 	service "db=$TMP/state.db" on_error=allow
 	run login right-pass
 	[ "$status" -eq 0 ]

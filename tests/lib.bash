@@ -233,3 +233,18 @@ fleet_setup() {
 fleet_port() {
 	sed -n "s/^$1 //p" "$FLEET/ports"
 }
+
+# syslog_wait PATTERN [N]: until at least N (1) lines of $TMP/syslog match
+# the grep PATTERN, at most 10 seconds: a datagram sent is not yet a line
+# written, on a busy machine
+syslog_wait() {
+	local _ n
+	for _ in $(seq 100); do
+		n=$(grep -c -- "$1" "$TMP/syslog" 2>/dev/null)
+		[ "${n:-0}" -ge "${2:-1}" ] && return 0
+		sleep 0.1
+	done
+	echo "syslog: fewer than ${2:-1} lines match $1:"
+	cat "$TMP/syslog"
+	return 1
+}
