@@ -180,10 +180,14 @@ load lib
 	: >"$TMP/order"
 	start=$(date +%s%N)
 	for n in 1 2 3 4 5 6; do
-		("$THROTTLE" consume k --limit 2/1s --wait && echo "$n $(date +%s%N)" >>"$TMP/order") &
-		# each has its place before the next comes (a slow machine
-		# would reorder callers started closer together)
-		sleep 0.15
+		("$THROTTLE" consume k --limit 2/1s --wait 2>"$TMP/err.$n" && echo "$n $(date +%s%N)" >>"$TMP/order") &
+		# each has its place before the next comes: it is through, or
+		# says it waits, which it does once its reservation is made
+		for _ in $(seq 200); do
+			grep -q "^$n " "$TMP/order" && break
+			grep -q waiting "$TMP/err.$n" && break
+			sleep 0.05
+		done
 	done
 	wait
 	[ "$(wc -l <"$TMP/order")" -eq 6 ]
@@ -231,30 +235,32 @@ since() {
 }
 
 @test "--wait polls the other algorithms and leases" {
-	run "$THROTTLE" consume f --limit 1/300ms --algorithm fixed-window
+	# a pinned clock (a wait moves it on) at the start of a window:
+	# the lower bounds hold however slowly the calls start
+	run at 999.9 consume f --limit 1/300ms --algorithm fixed-window
 	[ "$status" -eq 0 ]
 	start=$(date +%s%N)
-	run "$THROTTLE" consume f --limit 1/300ms --algorithm fixed-window --wait=2s
+	run at 999.9 consume f --limit 1/300ms --algorithm fixed-window --wait=2s
 	[ "$status" -eq 0 ]
 	ms=$(since "$start")
 	# it waited for the window to end, and no longer than it must
 	[ "$ms" -ge 150 ] && [ "$ms" -lt 2000 ] || { echo "waited ${ms}ms"; return 1; }
-	id=$("$THROTTLE" acquire l --concurrency 1 --ttl 400ms)
+	id=$(at 2000 acquire l --concurrency 1 --ttl 400ms)
 	[ -n "$id" ]
 	start=$(date +%s%N)
-	run "$THROTTLE" acquire l --concurrency 1 --wait=3s
+	run at 2000 acquire l --concurrency 1 --wait=3s
 	[ "$status" -eq 0 ]
 	ms=$(since "$start")
 	[ "$ms" -ge 250 ] && [ "$ms" -lt 3000 ] || { echo "waited ${ms}ms"; return 1; }
 	start=$(date +%s%N)
-	run "$THROTTLE" acquire l --concurrency 1 --wait=200ms
+	run at 2000 acquire l --concurrency 1 --wait=200ms
 	[ "$status" -eq 1 ]
 	ms=$(since "$start")
 	[ "$ms" -ge 180 ] && [ "$ms" -lt 2000 ] || { echo "waited ${ms}ms"; return 1; }
 }
 
 @test "run --wait takes its turn" {
-	"$THROTTLE" run r --concurrency 1 -- sh -c 'touch "$0.started"; sleep 0.5; echo done >"$0"' "$TMP/first" 3>&- &
+	"$THROTTLE" run r --concurrency 1 -- sh -c 'touch "$0.started"; sleep 2; echo done >"$0"' "$TMP/first" 3>&- &
 	track $!
 	for _ in $(seq 100); do [ -e "$TMP/first.started" ] && break; sleep 0.05; done
 	# it runs only once the first job has ended

@@ -62,7 +62,8 @@ load lib
 @test "run: refused while all slots are held; the command does not run" {
 	"$THROTTLE" run busy --concurrency 1 -- sleep 5 &
 	wrapper=$!
-	sleep 0.5
+	track "$wrapper"
+	wait_lease busy
 	run --separate-stderr "$THROTTLE" run busy --concurrency 1 -- touch ran
 	[ "$status" -eq 75 ]
 	[ ! -e ran ]
@@ -77,9 +78,16 @@ load lib
 		# start this one as a terminal would, with defaults
 		# (the job ends its own sleep: a background process of a
 		# script ignores SIGINT, and would hold the slot until done)
-		env --default-signal "$THROTTLE" run fwd --concurrency 1 -- sh -c "trap 'echo got-$sig; kill \$!; exit 9' $sig; sleep 5 & wait" >"$TMP/out" 3>&- &
+		# (it says it is ready once its trap is set; the wrapper
+		# forwards before it lets the job start)
+		env --default-signal "$THROTTLE" run fwd --concurrency 1 -- sh -c "trap 'echo got-$sig; kill \$!; exit 9' $sig; : >'$TMP/ready.$sig'; sleep 5 & wait" >"$TMP/out" 3>&- &
 		wrapper=$!
-		sleep 0.5
+		track "$wrapper"
+		for _ in $(seq 200); do
+			[ -e "$TMP/ready.$sig" ] && break
+			sleep 0.05
+		done
+		[ -e "$TMP/ready.$sig" ] || { echo "$sig: the job never started"; return 1; }
 		kill -"$sig" "$wrapper"
 		status=0
 		wait "$wrapper" || status=$?

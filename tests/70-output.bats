@@ -217,15 +217,16 @@ load lib
 }
 
 @test "--wait says on stderr what it waits for, how long, and at most; -q silences it" {
-	"$THROTTLE" consume k --limit 1/300ms
-	run --separate-stderr "$THROTTLE" consume k --limit 1/300ms --wait 5s
+	# a pinned clock (a wait moves it on): each call comes at once
+	at 1000 consume k --limit 1/300ms
+	run --separate-stderr at 1000 consume k --limit 1/300ms --wait 5s
 	[ "$status" -eq 0 ]
 	[[ "$stderr" =~ ^"throttle: k throttled, waiting 0."[0-9]+"s for it (--wait at most 5s)"$ ]]
-	run --separate-stderr "$THROTTLE" -q consume k --limit 1/300ms --wait
+	run --separate-stderr at 1000 -q consume k --limit 1/300ms --wait
 	[ "$status" -eq 0 ]
 	[ "$stderr" = "" ]
-	"$THROTTLE" acquire s --concurrency 1 --ttl 300ms >/dev/null
-	run --separate-stderr "$THROTTLE" acquire s --concurrency 1 --wait
+	at 1000 acquire s --concurrency 1 --ttl 300ms >/dev/null
+	run --separate-stderr at 1000 acquire s --concurrency 1 --wait
 	[ "$status" -eq 0 ]
 	[[ "$stderr" =~ ^"throttle: s has its one slot held (lease "[0-9a-f]{16}", no owner, for "[0-9.]+"s), waiting for a slot"$ ]]
 }
