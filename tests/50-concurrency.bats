@@ -16,9 +16,9 @@ race() {
 	cat "$TMP"/out.* | grep -c ok || true
 }
 
-@test "20 processes x 15 consumes of 100/1h admit exactly 100, no lock errors" {
+@test "20 processes x 15 consumes of 100/1d admit exactly 100, no lock errors" {
 	at 1 consume warm --limit 1/1s
-	admitted=$(race 20 15 consume hot --limit 100/1h)
+	admitted=$(race 20 15 consume hot --limit 100/1d)
 	[ "$admitted" -eq 100 ]
 	only_throttled "$TMP"/err.*
 	run "$THROTTLE" inspect hot --format json
@@ -26,7 +26,7 @@ race() {
 }
 
 @test "20 processes creating the state file at once admit exactly 100" {
-	admitted=$(race 20 15 consume hot --limit 100/1h)
+	admitted=$(race 20 15 consume hot --limit 100/1d)
 	[ "$admitted" -eq 100 ]
 	only_throttled "$TMP"/err.*
 	sqlite_ok
@@ -34,15 +34,15 @@ race() {
 
 @test "concurrent costs and releases keep the books exact" {
 	# 10 processes x 10 consumes of cost 3 on a 60-unit pool: 20 admitted.
-	admitted=$(race 10 10 consume pool --limit 60/1h --cost 3)
+	admitted=$(race 10 10 consume pool --limit 60/1d --cost 3)
 	[ "$admitted" -eq 20 ]
 }
 
-@test "every algorithm: 20 processes x 15 consumes of 100/1h admit exactly 100" {
+@test "every algorithm: 20 processes x 15 consumes of 100/1d admit exactly 100" {
 	at 1 consume warm --limit 1/1s
 	for algo in gcra fixed-window sliding-window hybrid; do
 		rm -f "$TMP"/out.* "$TMP"/err.*
-		admitted=$(race 20 15 consume "hot-$algo" --limit 100/1h --algorithm "$algo")
+		admitted=$(race 20 15 consume "hot-$algo" --limit 100/1d --algorithm "$algo")
 		[ "$admitted" -eq 100 ] || { echo "$algo admitted $admitted"; return 1; }
 		only_throttled "$TMP"/err.* || { echo "$algo: errors above"; return 1; }
 	done

@@ -19,7 +19,7 @@ load lib
 			(
 				for n in $(seq 30); do
 					k=$(echo $keys | cut -d' ' -f$((RANDOM % 3 + 1)))
-					"$THROTTLE" consume "$k" --limit 150/1h -q && echo "$k" >>"$TMP/admitted.$BASHPID"
+					"$THROTTLE" consume "$k" --limit 150/1d -q && echo "$k" >>"$TMP/admitted.$BASHPID"
 				done
 			) &
 			pids+=($!)

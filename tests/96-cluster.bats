@@ -236,7 +236,7 @@ set_slot() {
 			set +e
 			while [ ! -e "$TMP/stop" ]; do
 				s=$(date +%s%N)
-				"$THROTTLE" consume "$best" --limit 150/1h --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
+				"$THROTTLE" consume "$best" --limit 150/1d --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
 				rc=$?
 				echo "$rc $((($(date +%s%N) - s) / 1000000))" >>"$TMP/calls"
 			done

@@ -167,7 +167,7 @@ in_sync() {
 			set +e
 			while [ ! -e "$TMP/stop" ]; do
 				s=$(date +%s%N)
-				"$THROTTLE" consume f --limit 300/1h --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
+				"$THROTTLE" consume f --limit 300/1d --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
 				rc=$?
 				echo "$rc $((($(date +%s%N) - s) / 1000000))" >>"$TMP/calls"
 			done
