@@ -49,7 +49,7 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 # background has begun), at most 10 s
 asleep() {
 	local _
-	for _ in $(seq 50); do
+	for _ in $(seq 200); do
 		timeout 0.3 redis-cli -s "$SOCK" ping >/dev/null 2>&1 || return 0
 		sleep 0.05
 	done
