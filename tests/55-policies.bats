@@ -176,18 +176,19 @@ load lib
 	[[ "$output" == *'"limits":[{"limit":1000,"period":1,"burst":1000,"remaining":970,'* ]]
 }
 
+# placed N: caller N is through, or says it waits (which it does once its
+# reservation is made)
+placed() {
+	grep -qs "^$1 " "$TMP/order" || grep -qs waiting "$TMP/err.$1"
+}
+
 @test "--wait: six callers one after another on 2/1s all succeed, in order, ~2s" {
 	: >"$TMP/order"
 	start=$(date +%s%N)
 	for n in 1 2 3 4 5 6; do
 		("$THROTTLE" consume k --limit 2/1s --wait 2>"$TMP/err.$n" && echo "$n $(date +%s%N)" >>"$TMP/order") &
-		# each has its place before the next comes: it is through, or
-		# says it waits, which it does once its reservation is made
-		for _ in $(seq 200); do
-			grep -qs "^$n " "$TMP/order" && break
-			grep -qs waiting "$TMP/err.$n" && break
-			sleep 0.05
-		done
+		# each has its place before the next comes
+		wait_until placed "$n"
 	done
 	wait
 	[ "$(wc -l <"$TMP/order")" -eq 6 ]
@@ -220,11 +221,7 @@ load lib
 	waiter=$!
 	track "$waiter"
 	# it says it waits once its reservation is made
-	for _ in $(seq 200); do
-		grep -qs waiting "$TMP/err" && break
-		sleep 0.05
-	done
-	grep -q waiting "$TMP/err"
+	wait_until grep -qs waiting "$TMP/err"
 	kill -INT "$waiter"
 	status=0
 	wait "$waiter" || status=$?

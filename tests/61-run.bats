@@ -83,11 +83,7 @@ load lib
 		env --default-signal "$THROTTLE" run fwd --concurrency 1 -- sh -c "trap 'echo got-$sig; kill \$!; exit 9' $sig; : >'$TMP/ready.$sig'; sleep 5 & wait" >"$TMP/out" 3>&- &
 		wrapper=$!
 		track "$wrapper"
-		for _ in $(seq 200); do
-			[ -e "$TMP/ready.$sig" ] && break
-			sleep 0.05
-		done
-		[ -e "$TMP/ready.$sig" ] || { echo "$sig: the job never started"; return 1; }
+		wait_until test -e "$TMP/ready.$sig" || { echo "$sig: the job never started"; return 1; }
 		kill -"$sig" "$wrapper"
 		status=0
 		wait "$wrapper" || status=$?

@@ -168,12 +168,7 @@ load lib
 	[ ! -s "$TMP/berr" ]
 	# and the batch goes on deciding
 	n1=$(tail -n 1 "$TMP/bout")
-	for _ in $(seq 100); do
-		n2=$(tail -n 1 "$TMP/bout")
-		[ "$n2" -gt "$n1" ] && break
-		sleep 0.1
-	done
-	[ "$n2" -gt "$n1" ]
+	wait_until awk -v n1="$n1" 'END { exit !($1 > n1) }' "$TMP/bout"
 }
 
 @test "batch: a line too long to answer is refused and skipped" {

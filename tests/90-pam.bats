@@ -53,21 +53,6 @@ service() {
 	echo "$PAM_USER_NAME:right-pass" | chpasswd
 }
 
-# syslog: receive what the guard sends to syslog, one line each, in
-# $TMP/syslog (a datagram socket, as /dev/log is)
-syslog() {
-	perl -MSocket -MIO::Socket::UNIX -e '
-	    my $s = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $ARGV[0])
-	        or die "socket: $!";
-	    open(my $f, ">>", $ARGV[1]) or die;
-	    $f->autoflush(1);
-	    while (defined $s->recv(my $m, 8192)) { print $f "$m\n" }
-	' "$TMP/log.sock" "$TMP/syslog" &
-	track $!
-	for _ in $(seq 50); do [ -S "$TMP/log.sock" ] && return 0; sleep 0.1; done
-	return 1
-}
-
 # login PASSWORD [USER] [RHOST]
 login() {
 	echo "$1" | pamtester ${3:+-I rhost="$3"} "$PAM_SERVICE_NAME" \

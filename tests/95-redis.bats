@@ -47,14 +47,9 @@ rcli() { redis-cli -s "$SOCK" "$@"; }
 
 # asleep: until the server stops answering (a DEBUG SLEEP sent in the
 # background has begun), at most 10 s
+unanswered() { ! timeout 0.3 redis-cli -s "$SOCK" ping >/dev/null 2>&1; }
 asleep() {
-	local _
-	for _ in $(seq 200); do
-		timeout 0.3 redis-cli -s "$SOCK" ping >/dev/null 2>&1 || return 0
-		sleep 0.05
-	done
-	echo "the server never stopped answering"
-	return 1
+	wait_until unanswered || { echo "the server never stopped answering"; return 1; }
 }
 
 @test "redis: the README's example decides the same as on a file" {
@@ -201,6 +196,9 @@ asleep() {
 	done
 }
 
+# answers N: the callers' out* files hold N answers
+answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
+
 @test "redis: killing the server mid-run gives exit 3, never a false allowed" {
 	start_redis
 	# each caller goes on until the server is gone (its first exit 3),
@@ -215,10 +213,7 @@ asleep() {
 		done >"out$n") &
 		track $!
 	done
-	for _ in $(seq 200); do
-		[ "$(cat out* 2>/dev/null | wc -l)" -ge 40 ] && break
-		sleep 0.05
-	done
+	wait_until answers 40 || true
 	kill -9 "$(cat "$TMP/redis.pid")"
 	wait
 	rm -f "$TMP/redis.pid"

@@ -181,16 +181,25 @@ doc() {
 	fi
 }
 
-# wait_lease KEY: until KEY has a live lease (a job started in the
-# background has taken its slot), at most 10 seconds
-wait_lease() {
+# wait_until CMD [ARG...]: until CMD succeeds (a background process has
+# got where the test needs it), at most 10 seconds; a fixed sleep is
+# either too long or, on a busy machine, too short
+wait_until() {
 	local _
 	for _ in $(seq 200); do
-		"$THROTTLE" inspect "$1" --format json 2>/dev/null | grep -q '"lease":' && return 0
+		"$@" && return 0
 		sleep 0.05
 	done
-	echo "no lease on $1 after 10s"
 	return 1
+}
+
+# wait_lease KEY: until KEY has a live lease (a job started in the
+# background has taken its slot), at most 10 seconds
+has_lease() {
+	"$THROTTLE" inspect "$1" --format json 2>/dev/null | grep -q '"lease":'
+}
+wait_lease() {
+	wait_until has_lease "$1" || { echo "no lease on $1 after 10s"; return 1; }
 }
 
 # Servers for a whole file (96-cluster, 97-sentinel): fleet_start KIND in
@@ -234,16 +243,30 @@ fleet_port() {
 	sed -n "s/^$1 //p" "$FLEET/ports"
 }
 
+# syslog: receive what the PAM guard or module sends to syslog, one line
+# each, in $TMP/syslog (a datagram socket, as /dev/log is)
+syslog() {
+	perl -MSocket -MIO::Socket::UNIX -e '
+	    my $s = IO::Socket::UNIX->new(Type => SOCK_DGRAM, Local => $ARGV[0])
+	        or die "socket: $!";
+	    open(my $f, ">>", $ARGV[1]) or die;
+	    $f->autoflush(1);
+	    while (defined $s->recv(my $m, 8192)) { print $f "$m\n" }
+	' "$TMP/log.sock" "$TMP/syslog" &
+	track $!
+	wait_until test -S "$TMP/log.sock"
+}
+
 # syslog_wait PATTERN [N]: until at least N (1) lines of $TMP/syslog match
 # the grep PATTERN, at most 10 seconds: a datagram sent is not yet a line
 # written, on a busy machine
+syslog_has() {
+	local n
+	n=$(grep -c -- "$1" "$TMP/syslog" 2>/dev/null)
+	[ "${n:-0}" -ge "${2:-1}" ]
+}
 syslog_wait() {
-	local _ n
-	for _ in $(seq 100); do
-		n=$(grep -c -- "$1" "$TMP/syslog" 2>/dev/null)
-		[ "${n:-0}" -ge "${2:-1}" ] && return 0
-		sleep 0.1
-	done
+	wait_until syslog_has "$1" "${2:-1}" && return 0
 	echo "syslog: fewer than ${2:-1} lines match $1:"
 	cat "$TMP/syslog"
 	return 1
