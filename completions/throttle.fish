@@ -75,7 +75,7 @@ complete -c throttle -n "__fish_seen_subcommand_from shed" -l ramp -x -d 'time t
 
 complete -c throttle -l db -r -F -d 'state file'
 complete -c throttle -l format -x -a 'text json shell' -d 'output format'
-complete -c throttle -s q -l quiet -d 'no message when throttled'
+complete -c throttle -s q -l quiet -d 'no message when throttled, no summary'
 complete -c throttle -l lock-timeout -x -d 'how long to wait for the lock'
 complete -c throttle -l on-error -x -a 'fail allow deny' -d 'what a store error becomes'
 complete -c throttle -l help -d 'show help'

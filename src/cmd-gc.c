@@ -134,6 +134,10 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    d.gone == 1 ? "" : "s", (long long)d.lockouts,
 		    d.lockouts == 1 ? "" : "s", (long long)d.sheds,
 		    d.sheds == 1 ? "" : "s");
+		/* -q: a nightly cron job mails nothing (json and shell still
+		 * print the counts they were asked for) */
+		if (c->quiet)
+			r->text = TEXT_NONE;
 		rec_int(r, "keys", d.keys, 0);
 		rec_int(r, "leases", (int64_t)d.gone, 0);
 		rec_int(r, "lockouts", d.lockouts, 0);

@@ -23,6 +23,26 @@ load lib
 	[ "$stderr" = "" ]
 }
 
+@test "-q: gc and verify print no summary in text, their counts in json" {
+	at 100 consume k --limit 1/1m
+	run --separate-stderr at 1000 gc -q
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	run --separate-stderr "$THROTTLE" verify --quiet
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	at 2000 consume k --limit 1/1m
+	run --separate-stderr at 3000 gc -q --format json
+	[ "$output" = '{"keys":1,"leases":0,"lockouts":0,"shedders":0}' ]
+	[ "$stderr" = "" ]
+	# without -q, the line is there
+	at 4000 consume k --limit 1/1m
+	run at 5000 gc
+	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
+}
+
 @test "json: one object on stdout with every field, message on stderr" {
 	run --separate-stderr at 100 consume k --limit 3/60s --format json
 	[ "$output" = '{"key":"k","allowed":true,"algorithm":"gcra","limit":3,"period":60,"burst":3,"cost":1,"remaining":2,"retry_after":0,"reset_after":20}' ]
