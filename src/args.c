@@ -687,13 +687,20 @@ static int
 take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
 {
 	if (c->takes_command) {
-		if (sc->nbefore < 0 || sc->nbefore >= sc->nops)
+		int keyfirst = sc->nbefore == 1 && sc->nops > 2 &&
+		    strcmp(sc->ops[2], "--") == 0;
+
+		/* run [options] -- -KEY -- COMMAND: a key that begins with
+		 * '-' comes after a first "--", the command after a second
+		 * (a "--" with no key before it was an error before) */
+		if (keyfirst ? sc->nops == 3
+			     : sc->nbefore < 0 || sc->nbefore >= sc->nops)
 			return usage_error(a,
 			    "%s: no command to run; write throttle %s KEY "
 			    "[options] -- COMMAND [ARGS...]",
 			    c->name, c->name);
-		a->command = (char **)(sc->ops + sc->nbefore);
-		sc->nops = sc->nbefore;
+		a->command = (char **)(sc->ops + (keyfirst ? 3 : sc->nbefore));
+		sc->nops = keyfirst ? 2 : sc->nbefore;
 	}
 	if (sc->nops - 1 < c->min_args)
 		return usage_error(a, "%s: %s; usage: throttle %s %s", c->name,

@@ -184,6 +184,29 @@ wait_gone() {
 	[ "$status" -eq 2 ]
 }
 
+@test "run: a key that begins with a dash goes between two --" {
+	run at 100 run --limit 1/1d -- -nightly -- echo ran -- on
+	[ "$status" -eq 0 ]
+	[ "$output" = "ran -- on" ]
+	run at 200 run --limit 1/1d -- -nightly -- echo ran
+	[ "$status" -eq 75 ]
+	[[ "$output" == *"-nightly throttled"*"not running echo"* ]]
+	run at 200 inspect -- -nightly
+	[[ "$output" == *"1/1d"*"-nightly"* ]]
+	# an ordinary key may be written so too; a -- in the command stays
+	run at 100 run --limit 1/1d -- plain -- sh -c 'echo "$1"' sh --
+	[ "$status" -eq 0 ]
+	[ "$output" = "--" ]
+	run at 100 run --limit 1/1d -- -nightly --
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"no command to run"* ]]
+	# the first "--" ends the options: with no key before it and no
+	# second "--", there is no key
+	run at 100 run --limit 1/1d -- echo ran
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"the key is missing"* ]]
+}
+
 @test "run --limit --concurrency: once a day and never two at once" {
 	# README Recipes: "Both at once, as flock around a quota would"
 	"$THROTTLE" run r --limit 2/1d --concurrency 1 -- sleep 3 &
