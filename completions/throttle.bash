@@ -66,12 +66,21 @@ _throttle()
 		esac
 	done
 	if [[ $cmd == run ]]; then
-		# after --, the command and its own words
+		# after --, the command and its own words (run [options] --
+		# -KEY -- COMMAND: after the second; no command begins with -)
 		for ((i = 1; i < ${#words[@]} - 1; i++)); do
 			[[ ${words[i]} == -- ]] || continue
+			if [[ ${words[i + 1]} == -* && ${words[i + 2]} == -- ]] &&
+				((i + 2 < ${#words[@]} - 1)); then
+				((i += 2))
+			fi
 			if declare -F _command_offset >/dev/null; then
 				for ((i = 1; i < COMP_CWORD; i++)); do
-					[[ ${COMP_WORDS[i]} == -- ]] && break
+					[[ ${COMP_WORDS[i]} == -- ]] || continue
+					[[ ${COMP_WORDS[i + 1]} == -* &&
+						${COMP_WORDS[i + 2]} == -- ]] &&
+						((i + 2 < COMP_CWORD)) && ((i += 2))
+					break
 				done
 				_command_offset $((i + 1))
 			elif ((i == ${#words[@]} - 2)); then

@@ -25,14 +25,21 @@ function __throttle_keys
 end
 
 # run ... -- COMMAND: past the --, complete as for the command itself
+# (run [options] -- -KEY -- COMMAND: past the second; no command begins
+# with a dash)
 function __throttle_after_dashdash
 	contains -- -- (commandline -opc)
 end
 function __throttle_command
 	set -l toks (commandline -opc)
 	set -l i (contains -i -- -- $toks)
+	set -l j (math $i + 2)
+	if test (count $toks) -ge $j; and test "$toks[$j]" = --
+		and string match -q -- '-*' $toks[(math $i + 1)]
+		set i $j
+	end
 	set -l rest $toks[(math $i + 1)..-1]
-	complete -C (string join ' ' -- $rest (commandline -ct))
+	complete --do-complete=(string join ' ' -- $rest (commandline -ct))
 end
 
 complete -c throttle -f

@@ -73,6 +73,8 @@ check_more() {
 	[ "$(echo $output)" = "$colon" ] || { echo "$shell: login:a: $output"; return 1; }
 	run "${shell}_offers" "throttle run k --limit 1/1d -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after --: $output"; return 1; }
+	run "${shell}_offers" "throttle run --limit 1/1d -- -k -- tru"
+	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY --: $output"; return 1; }
 	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1s
 	run "${shell}_offers" "throttle --db $TMP/other.db consume el"
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
@@ -116,4 +118,7 @@ check_more() {
 	command -v fish >/dev/null || skip "needs fish (apt-get install fish)"
 	check_all_four fish
 	check_more fish login:alice
+	# a command word being typed that begins with -- is no error
+	run fish -c "source $ROOT/completions/throttle.fish; complete -C'throttle run k -- --'"
+	[[ "$output" != *"requires an argument"* && "$output" != *"Invalid"* ]]
 }
