@@ -234,6 +234,11 @@ parse_limit(const char *s, int64_t *count, int64_t *period, const char **errstr)
 		*errstr = "allows nothing (N must be at least 1)";
 		return -1;
 	}
+	if (slash[1] == '\0') {
+		*errstr = "has no period after the '/' (write N/PERIOD, as in "
+			  "5/15m or 100/1s)";
+		return -1;
+	}
 	if (parse_duration(slash + 1, period, errstr) == -1)
 		return -1;
 	if (*period == 0) {
@@ -370,6 +375,10 @@ parse_fraction(const char *s, int64_t *out, const char **errstr)
 			frac += (*p - '0') * mult;
 			mult /= 10;
 		}
+	if (*s == '-' && (isdigit_c(s[1]) || s[1] == '.')) {
+		*errstr = "is below 0 (give a decimal from 0, such as 0.75)";
+		return -1;
+	}
 	if (p == s || *p != '\0' || (p == s + 1 && *s == '.')) {
 		*errstr = "is not a number (give a decimal such as 0.75)";
 		return -1;

@@ -225,6 +225,18 @@ main(void)
 		CHECK(parse_time(bad_times[i], &v, &err) == -1 && err != NULL,
 		    "time '%s' is refused (%s)", bad_times[i], err ? err : "");
 	}
+	/* the message names what is wrong, not a neighbour's fault */
+	CHECK(parse_limit("5/", &c, &p, &err) == -1 &&
+		strstr(err, "no period") != NULL,
+	    "'5/' has no period (%s)", err);
+	CHECK(parse_fraction("0.75", &v, &err) == 0 && v == 750000,
+	    "fraction 0.75");
+	CHECK(parse_fraction("-1", &v, &err) == -1 &&
+		strstr(err, "below 0") != NULL,
+	    "fraction -1 is below 0 (%s)", err);
+	CHECK(parse_fraction("-x", &v, &err) == -1 &&
+		strstr(err, "not a number") != NULL,
+	    "fraction -x is not a number (%s)", err);
 	CHECK(parse_count("0", COUNT_MAX, &v, &err) == 0 && v == 0, "count 0");
 	CHECK(parse_count("9223372036854775807", COUNT_MAX, &v, &err) == 0 &&
 		v == INT64_MAX,
