@@ -1337,80 +1337,18 @@ checkpoint_now_and_then(struct sq *sq)
 	turn_give(sq);
 }
 
-/* SQLite's memory from arena.c (see there), through SQLite's int sizes */
-static void *
-mem_malloc(int n)
-{
-	return n < 0 ? NULL : arena_alloc((size_t)n);
-}
-
-static void *
-mem_realloc(void *p, int n)
-{
-	return n < 0 ? NULL : arena_realloc(p, (size_t)n);
-}
-
-static int
-mem_size(void *p)
-{
-	return (int)arena_size(p);
-}
-
-static int
-mem_roundup(int n)
-{
-	return (n + 15) & ~15;
-}
-
-static int
-mem_init(void *unused)
-{
-	(void)unused;
-	return SQLITE_OK;
-}
-
-static void
-mem_shutdown(void *unused)
-{
-	(void)unused;
-}
-
-static const sqlite3_mem_methods arena_methods = { mem_malloc, arena_free,
-	mem_realloc, mem_size, mem_roundup, mem_init, mem_shutdown, NULL };
-
-/*
- * A sanitized build (make asan) leaves SQLite's blocks to malloc(3), so
- * its checks see every one of them.  valgrind runs the binary as it
- * ships, so callgrind counts what users run; memcheck then sees SQLite's
- * blocks only once the buffer is used up, and the sanitized build covers
- * the rest.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(memory_sanitizer)
-#define SANITIZED 1
-#endif
-#endif
-#ifndef SANITIZED
-#define SANITIZED 0
-#endif
-
 /*
  * For the throttle binary, one thread in one process: SQLite without its
  * mutexes and memory statistics, which cost about a tenth of a decision,
  * and without the 20 pages its page cache sets up at once: a decision
  * reads a handful, and each page the process touches for the first time
- * costs a page fault (a sixth of a consume's CPU time, measured).  Its
- * blocks come from arena.c, not malloc(3) (7-8% of a consume's wall
- * time).  Not for the PAM module, whose host process may use SQLite
- * otherwise.  Before any other SQLite call.
+ * costs a page fault (a sixth of a consume's CPU time, measured).  Not
+ * for the PAM module, whose host process may use SQLite otherwise.
+ * Before any other SQLite call.
  */
 void
 store_sqlite_single_thread(void)
 {
-	if (!SANITIZED)
-		sqlite3_config(SQLITE_CONFIG_MALLOC, &arena_methods);
 	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	sqlite3_config(SQLITE_CONFIG_PAGECACHE, NULL, 0, 0);

@@ -419,16 +419,6 @@ int clock_sleep(int64_t);
 
 struct store;
 
-/* arena.c */
-#define ARENA_SIZE (1024 * 1024) /* bytes carved before malloc(3) */
-int arena_owns(const void *);
-void *arena_alloc(size_t);
-size_t arena_size(const void *);
-void arena_free(void *);
-void *arena_realloc(void *, size_t);
-size_t arena_used(void);
-void arena_reset(void);
-
 /* answer.c */
 void answer_init(struct answer *);
 void answer_free(struct answer *);
