@@ -682,26 +682,58 @@ scan_argv(struct args *a, int argc, char **argv, struct scan *sc)
 	return 0;
 }
 
+/*
+ * run's operands: KEY -- COMMAND, or [options] -- -KEY -- COMMAND for a
+ * key that begins with '-' (the first "--" ends the options, the second
+ * the key; a "--" with no key before it was always an error).  The
+ * command into a->command, the key left in sc: 0 or -1.
+ */
+static int
+split_command(struct args *a, const struct cmd_entry *c, struct scan *sc)
+{
+	int keyfirst =
+	    sc->nbefore == 1 && sc->nops > 2 && strcmp(sc->ops[2], "--") == 0;
+	int i;
+
+	if (keyfirst && sc->nops == 3)
+		return usage_error(a,
+		    "%s: no command to run after '%s --'; write throttle %s "
+		    "[options] -- -KEY -- COMMAND [ARGS...]",
+		    c->name, sc->ops[1], c->name);
+	if (!keyfirst && sc->nbefore == 1 && sc->nops > 1 &&
+	    sc->ops[1][0] == '-' && sc->ops[1][1] != '\0') {
+		/* no command begins with '-': a dash key without its
+		 * second "--", or options given after the first */
+		for (i = 2; i < sc->nops && strcmp(sc->ops[i], "--") != 0; i++)
+			;
+		if (i < sc->nops && sc->ops[2][0] == '-')
+			return usage_error(a,
+			    "%s: '%s' comes after '--', which ends the "
+			    "options; give the options before it, as in "
+			    "throttle %s [options] -- %s -- COMMAND",
+			    c->name, sc->ops[2], c->name, sc->ops[1]);
+		return usage_error(a,
+		    "%s: '%s' is not a command; a key that begins with '-' "
+		    "goes between two '--', as in throttle %s [options] -- "
+		    "%s -- COMMAND [ARGS...]",
+		    c->name, sc->ops[1], c->name, sc->ops[1]);
+	}
+	if (!keyfirst && (sc->nbefore < 0 || sc->nbefore >= sc->nops))
+		return usage_error(a,
+		    "%s: no command to run; write throttle %s KEY "
+		    "[options] -- COMMAND [ARGS...]",
+		    c->name, c->name);
+	a->command = (char **)(sc->ops + (keyfirst ? 3 : sc->nbefore));
+	sc->nops = keyfirst ? 2 : sc->nbefore;
+	return 0;
+}
+
 /* The command's operands, checked against what it takes: 0 or -1. */
 static int
 take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
 {
-	if (c->takes_command) {
-		int keyfirst = sc->nbefore == 1 && sc->nops > 2 &&
-		    strcmp(sc->ops[2], "--") == 0;
-
-		/* run [options] -- -KEY -- COMMAND: a key that begins with
-		 * '-' comes after a first "--", the command after a second
-		 * (a "--" with no key before it was an error before) */
-		if (keyfirst ? sc->nops == 3
-			     : sc->nbefore < 0 || sc->nbefore >= sc->nops)
-			return usage_error(a,
-			    "%s: no command to run; write throttle %s KEY "
-			    "[options] -- COMMAND [ARGS...]",
-			    c->name, c->name);
-		a->command = (char **)(sc->ops + (keyfirst ? 3 : sc->nbefore));
-		sc->nops = keyfirst ? 2 : sc->nbefore;
-	}
+	if (c->takes_command && split_command(a, c, sc) == -1)
+		return -1;
 	if (sc->nops - 1 < c->min_args)
 		return usage_error(a, "%s: %s; usage: throttle %s %s", c->name,
 		    c->operand_is_key ? "the key is missing"

@@ -468,7 +468,7 @@ const struct cmd_entry cmd_run_entry = {
 	.name = "run",
 	.args = "KEY [--limit N/PERIOD [limit options]] [--concurrency N "
 		"[lease options]] [--wait [MAX]] [--conflict-exit-code N] -- "
-		"COMMAND [ARGS...]",
+		"COMMAND [ARGS...] | [options] -- -KEY -- COMMAND [ARGS...]",
 	.summary = "run COMMAND if the limit allows it (a rate, a slot held "
 		   "while it runs, or both); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |

@@ -199,7 +199,14 @@ wait_gone() {
 	[ "$output" = "--" ]
 	run at 100 run --limit 1/1d -- -nightly --
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"no command to run"* ]]
+	[[ "$output" == *"no command to run after '-nightly --'"* ]]
+	# mistyped, the message says what is wrong with that form
+	run at 100 run --limit 1/1d -- -nightly echo ran
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'-nightly' is not a command; a key that begins with '-' goes between two '--'"* ]]
+	run at 100 run -- -nightly --limit 1/1d -- echo ran
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'--limit' comes after '--', which ends the options"* ]]
 	# the first "--" ends the options: with no key before it and no
 	# second "--", there is no key
 	run at 100 run --limit 1/1d -- echo ran
