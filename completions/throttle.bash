@@ -70,17 +70,18 @@ _throttle()
 		# -KEY -- COMMAND: after the second; no command begins with -)
 		for ((i = 1; i < ${#words[@]} - 1; i++)); do
 			[[ ${words[i]} == -- ]] || continue
+			local dashes=1
 			if [[ ${words[i + 1]} == -* && ${words[i + 2]} == -- ]] &&
 				((i + 2 < ${#words[@]} - 1)); then
 				((i += 2))
+				dashes=2
 			fi
 			if declare -F _command_offset >/dev/null; then
+				# readline's words split a key at ':' and '=':
+				# count the "--" there instead
 				for ((i = 1; i < COMP_CWORD; i++)); do
-					[[ ${COMP_WORDS[i]} == -- ]] || continue
-					[[ ${COMP_WORDS[i + 1]} == -* &&
-						${COMP_WORDS[i + 2]} == -- ]] &&
-						((i + 2 < COMP_CWORD)) && ((i += 2))
-					break
+					[[ ${COMP_WORDS[i]} == -- ]] &&
+						((--dashes == 0)) && break
 				done
 				_command_offset $((i + 1))
 			elif ((i == ${#words[@]} - 2)); then

@@ -75,6 +75,8 @@ check_more() {
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -k -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY --: $output"; return 1; }
+	run "${shell}_offers" "throttle run --limit 1/1d -- -job:nightly -- tru"
+	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY:WITH:COLONS --: $output"; return 1; }
 	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1s
 	run "${shell}_offers" "throttle --db $TMP/other.db consume el"
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
