@@ -375,7 +375,11 @@ parse_fraction(const char *s, int64_t *out, const char **errstr)
 			frac += (*p - '0') * mult;
 			mult /= 10;
 		}
-	if (*s == '-' && (isdigit_c(s[1]) || s[1] == '.')) {
+	if (*s == '-' && s[1] != '-' &&
+	    parse_fraction(s + 1, out, errstr) == 0) {
+		/* a number, but a negative one (-0 is 0) */
+		if (*out == 0)
+			return 0;
 		*errstr = "is below 0 (give a decimal from 0, such as 0.75)";
 		return -1;
 	}

@@ -237,6 +237,17 @@ main(void)
 	CHECK(parse_fraction("-x", &v, &err) == -1 &&
 		strstr(err, "not a number") != NULL,
 	    "fraction -x is not a number (%s)", err);
+	CHECK(parse_fraction("-1x", &v, &err) == -1 &&
+		strstr(err, "not a number") != NULL,
+	    "fraction -1x is not a number (%s)", err);
+	CHECK(parse_fraction("--1", &v, &err) == -1 &&
+		strstr(err, "not a number") != NULL,
+	    "fraction --1 is not a number (%s)", err);
+	CHECK(parse_fraction("-0", &v, &err) == 0 && v == 0,
+	    "fraction -0 is 0");
+	CHECK(parse_fraction("-.5", &v, &err) == -1 &&
+		strstr(err, "below 0") != NULL,
+	    "fraction -.5 is below 0 (%s)", err);
 	CHECK(parse_count("0", COUNT_MAX, &v, &err) == 0 && v == 0, "count 0");
 	CHECK(parse_count("9223372036854775807", COUNT_MAX, &v, &err) == 0 &&
 		v == INT64_MAX,
