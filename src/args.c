@@ -131,7 +131,8 @@ static const struct option_def {
 	    "the lease ends when this process on this host is gone", set_owner,
 	    AT(owner), AT(has_owner), 1, INT32_MAX },
 	{ OPT_TTL, "ttl", 0, "DURATION", CMDOPT_TTL,
-	    "the lease ends this long after it was taken (default 1h)",
+	    "the lease ends this long after it was taken (default 1h; run: "
+	    "none)",
 	    set_duration, AT(ttl), AT(has_ttl), 0, 0 },
 	{ OPT_PRIORITY, "priority", 0, "LEVEL", CMDOPT_PRIORITY,
 	    "critical, high, normal (default) or low", set_priority,
@@ -711,6 +712,12 @@ split_command(struct args *a, const struct cmd_entry *c, struct scan *sc)
 			    "%s: '%s' comes after '--', which ends the "
 			    "options; give the options before it, as in "
 			    "throttle %s [options] -- %s -- COMMAND",
+			    c->name, sc->ops[2], c->name, sc->ops[1]);
+		if (i < sc->nops)
+			return usage_error(a,
+			    "%s: '%s' is one argument too many (quote a key "
+			    "with spaces), as in throttle %s [options] -- %s "
+			    "-- COMMAND",
 			    c->name, sc->ops[2], c->name, sc->ops[1]);
 		return usage_error(a,
 		    "%s: '%s' is not a command; a key that begins with '-' "

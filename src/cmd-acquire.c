@@ -59,6 +59,7 @@ acquire_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_acquire_entry = {
 	.name = "acquire",
+	.decides = 1,
 	.args = "KEY --concurrency N [--ttl DURATION] [--owner PID] "
 		"[--priority LEVEL] [--reserve R] [--wait [MAX]]",
 	.summary = "take one of N slots and print its lease id (exit 0), or "

@@ -761,6 +761,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_batch_entry = {
 	.name = "batch",
+	.decides = 1,
 	.args = "",
 	.summary = "answer requests read one per line from standard input, "
 		   "each with a JSON line",

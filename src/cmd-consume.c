@@ -42,6 +42,7 @@ check_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_consume_entry = {
 	.name = "consume",
+	.decides = 1,
 	.args = DECIDE_ARGS " [--wait [MAX]]",
 	.summary = "take --cost units if the limit allows it now (exit 0), "
 		   "else change nothing (exit 1)",
@@ -56,6 +57,7 @@ const struct cmd_entry cmd_consume_entry = {
 
 const struct cmd_entry cmd_check_entry = {
 	.name = "check",
+	.decides = 1,
 	.args = DECIDE_ARGS,
 	.summary = "answer what consume would answer now, changing nothing",
 	.options = DECIDE_OPTS,

@@ -87,6 +87,7 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_release_entry = {
 	.name = "release",
+	.decides = 1,
 	.args = "KEY [--cost N] [--limit N/PERIOD [limit options]] | "
 		"KEY --lease ID",
 	.summary = "give --cost units back (work counted but not done), "

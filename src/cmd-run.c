@@ -466,6 +466,7 @@ run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_run_entry = {
 	.name = "run",
+	.decides = 1,
 	.args = "KEY [--limit N/PERIOD [limit options]] [--concurrency N "
 		"[lease options]] [--wait [MAX]] [--conflict-exit-code N] -- "
 		"COMMAND [ARGS...] | [options] -- -KEY -- COMMAND [ARGS...]",

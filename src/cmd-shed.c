@@ -111,6 +111,7 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_shed_entry = {
 	.name = "shed",
+	.decides = 1,
 	.args = "KEY --utilization U|auto [--priority LEVEL] [--seed N] "
 		"[--good-below U] [--bad-above U] [--delay D] [--ramp D]",
 	.summary = "go ahead (exit 0) or shed this work (exit 1) by how long "

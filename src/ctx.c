@@ -48,7 +48,7 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		    env);
 	c->quiet = a->quiet;
 	c->lock_timeout = a->lock_timeout;
-	c->on_error = a->on_error;
+	c->on_error = cmd->decides ? a->on_error : ON_ERROR_FAIL;
 	c->db = a->db;
 	if (c->db != NULL && c->db[0] == '\0')
 		return answer_usage(ans,

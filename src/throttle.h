@@ -310,6 +310,9 @@ struct cmd_entry {
 	int operand_is_key;
 	int takes_command; /* run: KEY -- COMMAND [ARGS...] */
 	int uses_policy; /* a key without limit options uses its policy */
+	int decides; /* says whether something may happen: --on-error maps
+			its store errors (the others report the store as
+			it is, and exit 3 on an error whatever it says) */
 	int in_batch; /* may be a request of throttle batch */
 	int reads_only; /* never writes: opens the store to read only */
 	const char *reads_only_with; /* ... with one of these first operands */

@@ -207,6 +207,9 @@ wait_gone() {
 	run at 100 run -- -nightly --limit 1/1d -- echo ran
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"'--limit' comes after '--', which ends the options"* ]]
+	run at 100 run --limit 1/1d -- -nightly extra -- echo ran
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"'extra' is one argument too many"* ]]
 	# the first "--" ends the options: with no key before it and no
 	# second "--", there is no key
 	run at 100 run --limit 1/1d -- echo ran
