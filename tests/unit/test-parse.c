@@ -106,6 +106,17 @@ static const struct {
 	{ "5.", 5 * S },
 };
 
+/* a negative number is below 0; what only begins like one is no number */
+static const struct {
+	const char *in, *why;
+} bad_fractions[] = {
+	{ "-1", "below 0" },
+	{ "-.5", "below 0" },
+	{ "-x", "not a number" },
+	{ "-1x", "not a number" },
+	{ "--1", "not a number" },
+};
+
 static const char *const bad_times[] = {
 	"",
 	"-1",
@@ -231,23 +242,16 @@ main(void)
 	    "'5/' has no period (%s)", err);
 	CHECK(parse_fraction("0.75", &v, &err) == 0 && v == 750000,
 	    "fraction 0.75");
-	CHECK(parse_fraction("-1", &v, &err) == -1 &&
-		strstr(err, "below 0") != NULL,
-	    "fraction -1 is below 0 (%s)", err);
-	CHECK(parse_fraction("-x", &v, &err) == -1 &&
-		strstr(err, "not a number") != NULL,
-	    "fraction -x is not a number (%s)", err);
-	CHECK(parse_fraction("-1x", &v, &err) == -1 &&
-		strstr(err, "not a number") != NULL,
-	    "fraction -1x is not a number (%s)", err);
-	CHECK(parse_fraction("--1", &v, &err) == -1 &&
-		strstr(err, "not a number") != NULL,
-	    "fraction --1 is not a number (%s)", err);
+	for (i = 0; i < sizeof(bad_fractions) / sizeof(*bad_fractions); i++) {
+		err = NULL;
+		CHECK(parse_fraction(bad_fractions[i].in, &v, &err) == -1 &&
+			err != NULL &&
+			strstr(err, bad_fractions[i].why) != NULL,
+		    "fraction '%s' %s (%s)", bad_fractions[i].in,
+		    bad_fractions[i].why, err ? err : "");
+	}
 	CHECK(parse_fraction("-0", &v, &err) == 0 && v == 0,
 	    "fraction -0 is 0");
-	CHECK(parse_fraction("-.5", &v, &err) == -1 &&
-		strstr(err, "below 0") != NULL,
-	    "fraction -.5 is below 0 (%s)", err);
 	CHECK(parse_count("0", COUNT_MAX, &v, &err) == 0 && v == 0, "count 0");
 	CHECK(parse_count("9223372036854775807", COUNT_MAX, &v, &err) == 0 &&
 		v == INT64_MAX,
