@@ -338,6 +338,13 @@ let_go() {
 	# usage errors are never mapped
 	run at 1 consume k --limit 1/0s --on-error allow
 	[ "$status" -eq 2 ]
+	# nor the errors of what reports on the store rather than decides
+	for c in "reset k" "inspect k" "policy list" gc verify; do
+		# shellcheck disable=SC2086
+		run --separate-stderr at 1 $c --db afile/x.db --on-error allow
+		[ "$status" -eq 3 ] || { echo "$c: $status"; return 1; }
+		[[ "$stderr" != *"allowing anyway"* ]]
+	done
 }
 
 @test "a lock held too long: exit 3 after --lock-timeout, naming the file" {
