@@ -54,6 +54,8 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 	if (ctx_now(c, ans) == -1)
 		return -1;
 	d->now = c->now;
+	if (store_missing(c->store, NULL, 0))
+		return 0; /* no file (none is made): nothing to forget */
 	if (store_verify(c->store, 1) == -1 ||
 	    (d->keys = store_tidy(c->store, c->now, 0)) == -1 ||
 	    store_lease_list(c->store, NULL, 0, collect, d) == -1)
@@ -107,6 +109,7 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct dead d;
 	struct record *r;
+	char miss[STORE_ERR_MAX];
 	int ok;
 
 	(void)a;
@@ -125,6 +128,11 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			ok = txn_run(c, 1, gc_key_body, &d, ans) == 0;
 			d.gone += d.key_gone;
 		}
+	if (ok && c->store != NULL &&
+	    store_missing(c->store, miss, sizeof(miss)))
+		/* a typo in --db: say so (unless -q: a cron job on a host
+		 * that has not decided anything yet mails nothing) */
+		answer_say(ans, MSG_INFO, "%s", miss);
 	if (ok) {
 		r = answer_record(ans, TEXT_LINE);
 		rec_line(ans, r,
@@ -154,5 +162,6 @@ const struct cmd_entry cmd_gc_entry = {
 	.options = 0,
 	.min_args = 0,
 	.max_args = 0,
+	.makes_no_file = 1,
 	.exec = gc_exec,
 };

@@ -89,6 +89,7 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	c->read_only = cmd->reads_only ||
 	    (cmd->reads_only_with != NULL && a->operand != NULL &&
 		has_word(cmd->reads_only_with, a->operand));
+	c->makes_no_file = cmd->makes_no_file;
 	return 0;
 }
 
@@ -127,9 +128,11 @@ ctx_store(struct ctx *c, struct answer *a)
 		answer_state(a, c->open_err);
 		return NULL;
 	}
-	c->store =
-	    store_open(c->db, c->lock_timeout, c->read_only ? STORE_READ : 0,
-		err, sizeof(err), &c->open_unavailable);
+	c->store = store_open(c->db, c->lock_timeout,
+	    c->read_only           ? STORE_READ
+		: c->makes_no_file ? STORE_EXISTING
+				   : 0,
+	    err, sizeof(err), &c->open_unavailable);
 	if (c->store == NULL) {
 		answer_state(a, err);
 		c->open_err = xstrdup(err);

@@ -255,7 +255,8 @@ struct sq {
 	struct cached *prepped; /* what prep() gave last, if it is kept */
 	int broken; /* the group transaction was lost to an error */
 	int readonly; /* STORE_READ: opened to read only */
-	int missing; /* read only, and there is no file: no keys */
+	int missing; /* no file, and none made (STORE_READ, STORE_EXISTING):
+		      * a store with no keys */
 	int lockfd; /* an immutable reader's read lock, or -1 */
 	int turnfd; /* a writer's own descriptor of the file for its turn
 		       (promise 8), or -1: closed only after SQLite's, since
@@ -1423,7 +1424,7 @@ again:
 			set_err(sq, "cannot be checked: %s", strerror(errno));
 			goto fail;
 		}
-		if (sq->readonly) {
+		if (sq->readonly || (oflags & STORE_EXISTING)) {
 			sq->missing = 1; /* nothing to read, nothing made */
 			return sq;
 		}

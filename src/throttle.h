@@ -266,6 +266,7 @@ struct ctx {
 	int64_t lock_timeout;
 	enum on_error on_error;
 	int read_only;
+	int makes_no_file; /* a missing state file is not made (gc) */
 	int batch; /* a request of throttle batch: the store is the batch's */
 	int64_t now; /* us: the time of the decision */
 	int pinned; /* THROTTLE_NOW pins the clock: now is what it says */
@@ -316,6 +317,8 @@ struct cmd_entry {
 	int in_batch; /* may be a request of throttle batch */
 	int reads_only; /* never writes: opens the store to read only */
 	const char *reads_only_with; /* ... with one of these first operands */
+	int makes_no_file; /* writes only to a file that is there: a missing
+			      one is read as a store with no keys */
 	/* Do the command's work; the answer says what to print. */
 	void (*exec)(struct ctx *, const struct args *, struct answer *);
 };
@@ -747,6 +750,9 @@ struct store_ops {
 	int (*one_key)(void *);
 };
 #define STORE_READ 0x01 /* store_open(): only read; create nothing */
+#define STORE_EXISTING                                                         \
+	0x02 /* store_open(): a missing file is not made,
+			     * and is a store with no keys (store_missing) */
 struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
 int store_unavailable(const struct store *);
 int ctx_may_fail_open(const struct ctx *);

@@ -906,3 +906,22 @@ hold_turn() {
 	run --separate-stderr "$THROTTLE" inspect --names --db "$TMP/real.db"
 	[ "$stderr" = "" ]
 }
+
+@test "gc on a path with no file makes none: counts 0, says so unless -q" {
+	run --separate-stderr "$THROTTLE" gc --db "$TMP/no/typo.db"
+	[ "$status" -eq 0 ]
+	[ "$output" = "removed 0 keys at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
+	[[ "$stderr" == *"typo.db: does not exist"*"check --db or THROTTLE_DB"* ]]
+	run --separate-stderr "$THROTTLE" gc -q --db "$TMP/no/typo.db"
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	run --separate-stderr "$THROTTLE" gc --format json --db "$TMP/no/typo.db"
+	[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":0}' ]
+	[ ! -e "$TMP/no" ]
+	# a file that is there is collected, as before
+	at 100 consume k --limit 1/1m --db "$TMP/real.db"
+	run --separate-stderr at 1000 gc --db "$TMP/real.db"
+	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
+	[ "$stderr" = "" ]
+}
