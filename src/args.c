@@ -244,6 +244,11 @@ add_limits(struct args *a, const char *v)
 		n = end ? (size_t)(end - p) : strlen(p);
 		if (n >= sizeof(buf))
 			return usage_error(a, "--limit: '%s' is too long", v);
+		if (n == 0 && strchr(v, ';') != NULL)
+			return usage_error(a,
+			    "--limit: '%s' has an empty limit beside a ';' "
+			    "(join limits with one ';', as in 10/1h;100/1d)",
+			    v);
 		memcpy(buf, p, n);
 		buf[n] = '\0';
 		if (a->ls.n == LIMITS_MAX)
@@ -297,6 +302,25 @@ set_duration(struct args *a, const struct option_def *d, const char *v)
 	return 0;
 }
 
+/*
+ * A whole number's option refused: what was wrong with it, and what to
+ * write instead (an empty one's message says so itself).
+ */
+static int
+count_error(struct args *a, const struct option_def *d, const char *v,
+    const char *err)
+{
+	if (strcmp(err, PARSE_TOO_LARGE) == 0)
+		return usage_error(a, "--%s: '%s' %s; the most is %lld",
+		    d->name, v, err, (long long)d->max);
+	if (strcmp(err, PARSE_NOT_COUNT) != 0)
+		return usage_error(a, "--%s: '%s' %s", d->name, v, err);
+	return usage_error(a,
+	    "--%s: '%s' %s; give %lld or more in digits, as in --%s %lld",
+	    d->name, v, err, (long long)d->min, d->name,
+	    (long long)(d->min > 0 ? d->min + 1 : 2));
+}
+
 static int
 set_count(struct args *a, const struct option_def *d, const char *v)
 {
@@ -304,7 +328,7 @@ set_count(struct args *a, const struct option_def *d, const char *v)
 	int64_t n;
 
 	if (parse_count(v, d->max, &n, &err) == -1)
-		return usage_error(a, "--%s: '%s' %s", d->name, v, err);
+		return count_error(a, d, v, err);
 	if (n < d->min)
 		return usage_error(a,
 		    "--%s: '%s' allows nothing; give at least %lld", d->name, v,
@@ -438,7 +462,7 @@ set_seed(struct args *a, const struct option_def *d, const char *v)
 	int64_t n;
 
 	if (parse_count(v, d->max, &n, &err) == -1)
-		return usage_error(a, "--seed: '%s' %s", v, err);
+		return count_error(a, d, v, err);
 	*MEMBER(uint64_t, a, d->off) = (uint64_t)n;
 	given(a, d);
 	return 0;

@@ -79,7 +79,17 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if (shed_params_ok(&a->shed, &err) == -1) {
-		answer_usage(ans, "shed: the thresholds are off: %s", err);
+		/* the values it was given (or the defaults), by name */
+		char g[32], b[32], d[40], rp[40];
+
+		output_micro(g, sizeof(g), a->shed.good_ppm);
+		output_micro(b, sizeof(b), a->shed.bad_ppm);
+		output_duration(d, sizeof(d), a->shed.delay);
+		output_duration(rp, sizeof(rp), a->shed.ramp);
+		answer_usage(ans,
+		    "shed: --good-below %s, --bad-above %s, --delay %s, "
+		    "--ramp %s: %s",
+		    g, b, d, rp, err);
 		return;
 	}
 	if (a->utilization_auto && host_utilization(&sh.u, &source) == -1) {

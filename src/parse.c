@@ -187,11 +187,11 @@ parse_count(const char *s, int64_t max, int64_t *out, const char **errstr)
 	}
 	for (p = s; *p != '\0'; p++) {
 		if (!isdigit_c(*p)) {
-			*errstr = "is not a whole number";
+			*errstr = PARSE_NOT_COUNT;
 			return -1;
 		}
 		if (v > (max - (*p - '0')) / 10) {
-			*errstr = "is too large";
+			*errstr = PARSE_TOO_LARGE;
 			return -1;
 		}
 		v = v * 10 + (*p - '0');
@@ -222,7 +222,7 @@ parse_limit(const char *s, int64_t *count, int64_t *period, const char **errstr)
 	memcpy(buf, s, n);
 	buf[n] = '\0';
 	if (parse_count(buf, COUNT_MAX, count, errstr) == -1) {
-		if (strcmp(*errstr, "is too large") == 0)
+		if (strcmp(*errstr, PARSE_TOO_LARGE) == 0)
 			*errstr = "has a count that is too large (the most is "
 				  "9223372036854775807)";
 		else

@@ -614,6 +614,9 @@ struct duration_unit {
 };
 extern const struct duration_unit duration_units[];
 int parse_duration(const char *, int64_t *, const char **);
+/* parse_count()'s error for what is not digits (callers add an example) */
+#define PARSE_NOT_COUNT "is not a whole number"
+#define PARSE_TOO_LARGE "is too large"
 int parse_count(const char *, int64_t, int64_t *, const char **);
 int parse_limit(const char *, int64_t *, int64_t *, const char **);
 int parse_time(const char *, int64_t *, const char **);

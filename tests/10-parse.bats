@@ -59,6 +59,29 @@ load lib
 	done
 }
 
+@test "a number refused says what to write instead: the least, an example, the most" {
+	run at 1 check k --limit 1/1s --cost -1
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: --cost: '-1' is not a whole number; give 0 or more in digits, as in --cost 2" ]
+	run at 1 acquire k --concurrency 1.5
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: --concurrency: '1.5' is not a whole number; give 1 or more in digits, as in --concurrency 2" ]
+	run at 1 shed k --utilization .5 --seed abc
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: --seed: 'abc' is not a whole number; give 0 or more in digits, as in --seed 2" ]
+	run at 1 check k --limit 1/1s --burst 99999999999999999999
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: --burst: '99999999999999999999' is too large; the most is 9223372036854775807" ]
+}
+
+@test "a compound limit with an empty part says so, naming the whole value" {
+	for l in '5/1s;' ';5/1s' '5/1s;;3/1m' ';'; do
+		run at 1 check k --limit "$l"
+		[ "$status" -eq 2 ]
+		[ "$output" = "throttle: --limit: '$l' has an empty limit beside a ';' (join limits with one ';', as in 10/1h;100/1d)" ] || { echo "$output"; return 1; }
+	done
+}
+
 @test "--lock-timeout takes a duration" {
 	run at 1 check k --limit 1/1s --lock-timeout 250ms
 	[ "$status" -eq 0 ]

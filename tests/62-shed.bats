@@ -79,10 +79,16 @@ prob() {
 	[ "$(field shedding_amount "$output")" = -0.5 ]
 	run at 10 shed k --utilization 0.5 --good-below 0.3 --bad-above 0.4 --delay 10s --ramp 20s --format json
 	[ "$(field shedding_amount "$output")" = -0.416667 ]
+	# refused, naming the values it was given (and the defaults it kept)
 	run at 1 shed k2 --utilization 0.5 --good-below 0.9 --bad-above 0.8
 	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: shed: --good-below 0.9, --bad-above 0.8, --delay 28s, --ramp 2m: needs 0 < --good-below <= --bad-above < 1" ]
+	run at 1 shed k2 --utilization 0.5 --good-below 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: shed: --good-below 0, --bad-above 0.8, "* ]]
 	run at 1 shed k2 --utilization 0.5 --ramp 0
 	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: shed: --good-below 0.7, --bad-above 0.8, --delay 28s, --ramp 0s: needs a --ramp longer than zero" ]
 }
 
 @test "--utilization auto reads PSI, else the load average per CPU" {
