@@ -325,12 +325,23 @@ charge(struct ctx *c, const struct args *a, struct answer *ans)
 			ans->rc = rc;
 		return CHARGE_STOP;
 	}
+	if (!k.d.allowed && ans->msg_kind != MSG_NONE) {
+		/* --wait said why (a wait too long, a lockout): one line */
+		size_t n = strlen(ans->msg);
+
+		snprintf(ans->msg + n, sizeof(ans->msg) - n, "; not running %s",
+		    a->command[0]);
+		ans->rc = a->conflict_exit_code;
+		return CHARGE_STOP;
+	}
 	if (!k.d.allowed) {
-		if (ans->msg_kind != MSG_NONE && !c->quiet)
-			log_msg("%s", ans->msg); /* --wait says why */
 		output_human(t, sizeof(t), k.d.retry_after);
-		snprintf(why, sizeof(why), "%s, retry in %s",
-		    k.lk.until > k.now ? "locked out" : "throttled", t);
+		if (k.lk.until == LOCKOUT_NEVER)
+			snprintf(why, sizeof(why),
+			    "locked out until reset (throttle reset lifts it)");
+		else
+			snprintf(why, sizeof(why), "%s, retry in %s",
+			    k.lk.until > k.now ? "locked out" : "throttled", t);
 		refused(a, why, ans);
 		return CHARGE_STOP;
 	}

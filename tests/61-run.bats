@@ -20,6 +20,22 @@ load lib
 	[ "$output" = again ]
 }
 
+@test "run refused: one line on stderr, saying why, with --wait and with a lockout" {
+	at 10 run nightly --limit 1/1d -- true
+	run --separate-stderr at 20 run nightly --limit 1/1d --wait 1m -- sh -c 'echo ran'
+	[ "$status" -eq 75 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "throttle: nightly throttled: the wait would be 23h59m50s, more than --wait 1m allows; not running sh" ]
+	at 10 run door --limit 1/1d --lockout never -- true
+	at 20 run door --limit 1/1d --lockout never -- true || true
+	run --separate-stderr at 30 run door --limit 1/1d --lockout never -- true
+	[ "$status" -eq 75 ]
+	[ "$stderr" = "throttle: door locked out until reset (throttle reset lifts it); not running true" ]
+	run --separate-stderr at 30 run door --limit 1/1d --lockout never --wait -- true
+	[ "$status" -eq 75 ]
+	[ "$stderr" = "throttle: door locked out until reset; not waiting; not running true" ]
+}
+
 @test "run works with every algorithm" {
 	for algo in gcra fixed-window sliding-window hybrid; do
 		run at 5 run "r-$algo" --limit 1/1h --algorithm "$algo" -- true
