@@ -3384,8 +3384,19 @@ store_redis_parse(const char *spec, struct redis_url *u, const char **why)
 	}
 	for (p = q ? q + 1 : NULL; p != NULL && *p != '\0';
 	     p = q ? q + 1 : NULL) {
+		const char *r;
+		size_t name = strcspn(p, "=&");
+
 		q = strchr(p, '&');
 		n = q ? (size_t)(q - p) : strlen(p);
+		/* the same option twice: which one was meant is a guess */
+		for (r = q; r != NULL && name > 0; r = strchr(r + 1, '&'))
+			if (strncmp(r + 1, p, name) == 0 &&
+			    r[1 + name] == '=') {
+				*why = "has the same option twice after the "
+				       "'?'; give each one once";
+				return -1;
+			}
 		if (parse_option(p, n, u, why) == -1)
 			return -1;
 	}

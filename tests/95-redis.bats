@@ -193,7 +193,13 @@ asleep() {
 	    'redis+cluster://h:1?prefix=a%7Bb'; do
 		run "$THROTTLE" --db "$url" consume k --limit 1/1s
 		[ "$status" -eq 2 ] || { echo "$url: $status $output"; return 1; }
+	done	# an option given twice: which one was meant is a guess, so neither
+	for q in 'timeout=1s&prefix=a:&timeout=2s' 'prefix=a:&prefix=b:' 'db=1&db=1'; do
+		run --separate-stderr "$THROTTLE" --db "unix://$SOCK?$q" consume k --limit 1/1s
+		[ "$status" -eq 2 ] || { echo "$q: $status $stderr"; return 1; }
+		[[ "$stderr" == *"has the same option twice after the '?'; give each one once"* ]]
 	done
+	"$THROTTLE" --db "unix://$SOCK?prefix=c:&timeout=2s" consume k --limit 1/1s
 }
 
 # answers N: the callers' out* files hold N answers
