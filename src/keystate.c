@@ -64,40 +64,113 @@ keystate_free(struct keywork *k)
 }
 
 /*
+ * Which stored limit each of the n requested limits takes its state from
+ * (from[i], -1 for none), and with all, the stored limits no request took
+ * (from[n...]): the total in *total.  A stored limit is found by what it
+ * is, not where it was saved, so a compound limit written in another
+ * order keeps each limit's own state:
+ *	1. the same limit, wherever it was saved;
+ *	2. else the state saved in its place, if no request took it (the
+ *	   limit was changed: the state is carried over);
+ *	3. else any state saved that no request took (changed and moved);
+ *	4. else none: the limit starts at rest.
+ * Returns nonzero if any limit comes from another place than its own.
+ */
+static int
+match(const struct keywork *k, const int *found, int m,
+    const struct limit *lims, int n, int all, int *from, int *total)
+{
+	int used[LIMITS_MAX] = { 0 }, i, j, moved = 0;
+
+	for (i = 0; i < n; i++) {
+		from[i] = -1;
+		for (j = 0; j < m && from[i] == -1; j++)
+			if (found[j] && !used[j] &&
+			    limit_same(&k->w[j].rec.limit, &lims[i]))
+				used[from[i] = j] = 1;
+	}
+	for (i = 0; i < n; i++)
+		if (i < m && from[i] == -1 && found[i] && !used[i])
+			used[from[i] = i] = 1;
+	for (i = 0; i < n; i++)
+		for (j = 0; j < m && from[i] == -1; j++)
+			if (found[j] && !used[j])
+				used[from[i] = j] = 1;
+	*total = n;
+	for (j = 0; all && j < m; j++)
+		if (found[j] && !used[j])
+			used[from[(*total)++] = j] = 1;
+	for (i = 0; i < *total; i++)
+		if (from[i] != i && (from[i] != -1 || (i < m && found[i])))
+			moved = 1;
+	return moved;
+}
+
+/*
  * Load the key's limits: the n in lims (each decided under its lims[i],
- * found or not), and with all, every further limit the key has stored,
- * under its own stored limit.  Buffers get room for what an algorithm
- * writes.  0, or -1 with the store's error in the answer.
+ * with the state match() finds for it, or none), and with all, every
+ * further limit the key has stored, under its own stored limit.  Buffers
+ * get room for what an algorithm writes.  0, or -1 with the store's
+ * error in the answer.
  */
 int
 keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,
     int all, struct answer *a)
 {
-	struct work *w;
-	int i;
+	int found[LIMITS_MAX], from[LIMITS_MAX], m = 0, total, reordered, i, j;
+	struct work *w, *was;
 
 	keystate_free(k);
-	for (i = 0; i < LIMITS_MAX; i++) {
-		if (i >= n && !all)
-			break;
-		w = &k->w[i];
-		work_init(w);
-		if ((w->found = store_load(c->store, k->key, k->keylen, i,
-			 &w->rec)) == -1) {
-			unprepare(w);
+	/* every limit stored, in the place it was saved in */
+	for (j = 0; j < LIMITS_MAX; j++) {
+		work_init(&k->w[j]);
+		if ((found[j] = store_load(c->store, k->key, k->keylen, j,
+			 &k->w[j].rec)) == -1) {
+			for (i = 0; i <= j; i++)
+				unprepare(&k->w[i]);
 			return ctx_fail(c, a);
 		}
-		if (i >= n && !w->found) {
-			unprepare(w);
+		m = j + 1;
+		if (!k->w[j].rec.more)
 			break;
+	}
+	reordered = match(k, found, m, lims, n, all, from, &total);
+	k->trim = reordered;
+	for (j = 0; j < m; j++)
+		if (found[j] && j >= total)
+			k->trim = 1; /* a limit the key no longer has */
+	if (reordered) {
+		was = xmalloc((size_t)m * sizeof(*was));
+		memcpy(was, k->w, (size_t)m * sizeof(*was));
+		for (i = 0; i < total; i++)
+			if (from[i] >= 0)
+				memcpy(&k->w[i], &was[from[i]], sizeof(*was));
+			else
+				work_init(&k->w[i]);
+		for (j = 0; j < m; j++) {
+			for (i = 0; i < total && from[i] != j; i++)
+				;
+			if (i == total)
+				free(was[j].rec.state.slots); /* not taken */
 		}
+		free(was);
+	} else {
+		for (j = total; j < m; j++)
+			unprepare(&k->w[j]);
+		for (i = m; i < total; i++)
+			work_init(&k->w[i]);
+	}
+	for (i = 0; i < total; i++) {
+		w = &k->w[i];
+		w->found = from[i] >= 0;
+		w->at = from[i];
 		w->lim = i < n ? lims[i] : w->rec.limit;
 		w->cur.slots =
 		    xcalloc(w->rec.state.nslots + 1, sizeof(struct slot));
 		w->next.slots =
 		    xcalloc(w->rec.state.nslots + 2, sizeof(struct slot));
-		k->n = i + 1;
 	}
+	k->n = total;
 	return 0;
 }
 
@@ -154,8 +227,10 @@ keystate_combine(struct keywork *k)
  * Save the key's limits: with SAVE_CHARGED each limit's next state (the
  * decision's, or a release's), back at rest reset_after from at; with
  * SAVE_MOVED only the states limit_carry() moved, uncharged (a refusal
- * keeps those, or they would move again).  A key that had more limits
- * than it has now loses the rest.  0, or -1 with the store's error.
+ * keeps those, or they would move again), each where it was found.  A
+ * key that had more limits than it has now loses the rest, and one whose
+ * limits were found in other places (match()) has them all rewritten in
+ * the order given.  0, or -1 with the store's error.
  */
 int
 keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
@@ -171,7 +246,10 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 		memcpy(rec.key, k->key, k->keylen);
 		rec.key[k->keylen] = '\0';
 		rec.keylen = k->keylen;
-		rec.idx = i;
+		/* a refusal leaves every state in the place it was found
+		 * in (a moved one was found); a charge writes them all in
+		 * the order they are now given, and trims the rest */
+		rec.idx = how == SAVE_MOVED ? k->w[i].at : i;
 		rec.limit = k->w[i].lim;
 		rec.state = how == SAVE_MOVED ? k->w[i].cur : k->w[i].next;
 		rec.rest_at = at + k->w[i].d.reset_after;
@@ -179,7 +257,7 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 		if (store_save(c->store, &rec) == -1)
 			return ctx_fail(c, a);
 	}
-	if (how == SAVE_CHARGED && k->n > 0 && k->w[k->n - 1].rec.more &&
+	if (how == SAVE_CHARGED && k->trim &&
 	    store_trim(c->store, k->key, k->keylen, k->n) == -1)
 		return ctx_fail(c, a);
 	return 0;

@@ -538,6 +538,7 @@ struct work {
 	struct kstate next; /* room for what the algorithm writes */
 	struct decision d;
 	int found;
+	int at; /* the place its state was found in (-1: none) */
 	int moved; /* limit_carry() moved the state: save it even if refused */
 };
 /* Every limit of one key. */
@@ -545,6 +546,8 @@ struct keywork {
 	const char *key;
 	size_t keylen;
 	int n; /* limits in w[] */
+	int trim; /* a charge rewrites: stored limits past n, or in other
+		     places than the ones they are now given in (match()) */
 	struct work w[LIMITS_MAX];
 	struct decision d; /* all of them together */
 	int bind; /* the binding limit: the longest wait, then the fewest */

@@ -163,6 +163,36 @@ load lib
 	[ "$status" -eq 2 ]
 }
 
+@test "compound limits: written in another order, each limit keeps its own state" {
+	at 0 consume o --limit '10/1h;1000/1d' --cost 10
+	run at 0 consume o --limit '10/1h;1000/1d'
+	[ "$status" -eq 1 ]
+	# the same two limits, the other way round: still 10 an hour
+	for i in $(seq 5); do
+		run at 0 consume o --limit '1000/1d;10/1h'
+		[ "$status" -eq 1 ] || { echo "admitted: $output"; return 1; }
+	done
+	run at 0 consume o --limit 1000/1d --limit 10/1h --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 360 ]
+	[[ "$output" == *'"limits":[{"limit":1000,"period":86400,"burst":1000,"allowed":true,"remaining":989,'* ]]
+	# and back: each state went where its limit now is
+	run at 360 consume o --limit '10/1h;1000/1d' --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+	run at 360 inspect o
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "${lines[1]}" == "gcra           10/1h        0 "* ]]
+	[[ "${lines[2]}" == "gcra           1000/1d      993 "* ]]
+	# one limit changed and moved: the state of the one it replaced
+	# carries over (an hour from rest, as 10/1h used up was), not a
+	# fresh one that would admit 20 at once
+	run at 360 consume o --limit '1000/1d;20/1h' --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 180 ]
+	[[ "$output" == *'{"limit":20,"period":3600,"burst":20,"allowed":false,"remaining":0,'* ]]
+}
+
 @test "compound limits: 20 racing processes admit exactly what the tightest allows" {
 	pids=()
 	for p in $(seq 20); do
