@@ -640,10 +640,19 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			return flush_group(c, g, 1, NULL, state_failed);
 		}
 		if (store_group_begin(st) == -1) {
-			/* the lock or the file: answer the first line, go on */
+			/* the lock or the file: the first line is answered as
+			 * a request that met this error (its key, and what
+			 * --on-error makes of it; a bad line is a usage
+			 * error), as when the store could not be opened; the
+			 * next group tries again */
+			struct ctx failed = *c;
+
 			snprintf(err, sizeof(err), "%s", store_error(st));
-			log_msg("%s", err);
-			reply_error(g, "", 0, err, ctx_map(c, EXIT_STATE));
+			failed.store = NULL;
+			failed.open_err = err;
+			failed.open_unavailable = store_unavailable(st);
+			rewind(mem);
+			one_line(&failed, &g->l[0], g, mem, membuf);
 			drop_lines(g, 1);
 			return flush_group(c, g, 1, NULL, state_failed);
 		}

@@ -88,6 +88,26 @@ load lib
 	[ ! -e elsewhere.db ]
 }
 
+@test "batch: a store error answers each request with its key, as --on-error makes it" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	run --separate-stderr at 1 batch --lock-timeout 0 <<-'EOF'
+		consume k --limit 5/1s
+		frobnicate j
+	EOF
+	[ "$status" -eq 3 ]
+	[[ "${lines[0]}" == '{"key":"k","error":"'*'state.db: is locked by another process'*'"exit":3}' ]]
+	[[ "${lines[1]}" == '{"error":"frobnicate: unknown command'*'"exit":2}' ]]
+	run --separate-stderr at 1 batch --lock-timeout 0 --on-error allow <<<'consume k --limit 5/1s'
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"key":"k","allowed":true,"remaining":0,"retry_after":0,"error":"'*'"exit":0}' ]]
+	[[ "$stderr" == *"allowing anyway (--on-error allow)" ]]
+	run --separate-stderr at 1 batch --lock-timeout 0 --on-error deny <<<'consume k --limit 5/1s'
+	[[ "$output" == '{"key":"k","allowed":false,"remaining":0,"retry_after":1,"error":"'*'"exit":1}' ]]
+	let_go
+}
+
 @test "batch: leases, shedding and policies work as on the command line" {
 	"$THROTTLE" policy set login --limit 2/1m
 	run --separate-stderr at 100 batch <<-'EOF'

@@ -271,3 +271,28 @@ syslog_wait() {
 	cat "$TMP/syslog"
 	return 1
 }
+
+# hold_lock FILE: a sqlite3 shell takes FILE's write lock and keeps it
+# until let_go.
+hold_lock() {
+	mkfifo "$TMP/hold"
+	(sqlite3 "$1" <"$TMP/hold" >/dev/null 2>&1 &)
+	exec 7>"$TMP/hold"
+	# (it waits for the probe below, which takes the lock for a moment)
+	printf '.timeout 5000\nBEGIN IMMEDIATE; SELECT 1;\n' >&7
+	# until the lock is held (a loaded machine may start sqlite3 late,
+	# and a reader racing its open is not what the tests are about)
+	local _
+	for _ in $(seq 100); do
+		sqlite3 "$1" 'BEGIN IMMEDIATE; ROLLBACK;' >/dev/null 2>&1 || return 0
+		sleep 0.05
+	done
+	echo "the lock on $1 was never taken"
+	return 1
+}
+
+let_go() {
+	echo 'COMMIT;' >&7
+	exec 7>&-
+	sleep 0.2
+}
