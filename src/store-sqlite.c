@@ -546,12 +546,20 @@ header_problem(const unsigned char *h, ssize_t n, uint32_t *app)
 		       "it was left untouched";
 	*app = be32(h + 68);
 	/*
-	 * Page 1 carries the application_id and the schema cookie together,
-	 * so a throttle file never shows tables without its id, even while
-	 * its first transaction still sits in the WAL.
+	 * A database with no application_id may be an empty one, which
+	 * throttle takes (tables made and dropped leave the schema cookie
+	 * at 40 above 0): the first transaction looks for tables (verify()),
+	 * and guarded_open() refuses one with a rollback journal SQLite
+	 * would play back into it ...
 	 */
-	if (*app != APPLICATION_ID && (*app != 0 || be32(h + 40) != 0))
+	if (*app != APPLICATION_ID && *app != 0)
 		return "foreign";
+	/* ... but not one in WAL mode (18, 19: 2) that has had a schema:
+	 * SQLite would make -wal and -shm files beside it to read it */
+	if (*app == 0 && be32(h + 40) != 0 && (h[18] == 2 || h[19] == 2))
+		return "is a SQLite database of another program (in WAL mode, "
+		       "with a schema throttle did not make), not a throttle "
+		       "state file; it was left untouched";
 	return NULL;
 }
 
@@ -629,6 +637,18 @@ guarded(const char *path, const char **suffix)
 	    sb.st_ino == guard.dir_ino;
 }
 
+/* Nonzero if path has a -journal file that is not empty (a hot journal
+ * SQLite would play back into the file when it first reads it). */
+static int
+journal_left(const char *path)
+{
+	char j[PATH_MAX + 16];
+	struct stat sb;
+
+	snprintf(j, sizeof(j), "%s-journal", path);
+	return lstat(j, &sb) == 0 && (!S_ISREG(sb.st_mode) || sb.st_size > 0);
+}
+
 static int
 guarded_open(const char *path, int flags, int mode)
 {
@@ -680,6 +700,12 @@ guarded_open(const char *path, int flags, int mode)
 			    strerror(errno));
 		if ((problem = header_problem(h, n, &guard.app)) != NULL)
 			return refuse_fd(fd, EACCES, "%s", problem);
+		if (n > 0 && guard.app == 0 && journal_left(path))
+			return refuse_fd(fd, EACCES,
+			    "is a SQLite database of another program (with "
+			    "an unfinished transaction in its -journal "
+			    "file), not a throttle state file; it was left "
+			    "untouched");
 	} else if (geteuid() == 0 &&
 	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
 		return refuse_fd(fd, EACCES,

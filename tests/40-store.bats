@@ -68,6 +68,31 @@ unchanged() {
 	[ "$status" -eq 1 ]
 }
 
+@test "an empty SQLite database is taken as a new state file, whatever its journal mode" {
+	needs_sqlite
+	sqlite3 vac.db 'VACUUM'
+	sqlite3 dropped.db 'CREATE TABLE t(x); DROP TABLE t'
+	for f in vac dropped; do
+		run at 1 consume k --limit 1/1s --db $f.db
+		[ "$status" -eq 0 ] || { echo "$f: $output"; return 1; }
+		run at 1 consume k --limit 1/1s --db $f.db
+		[ "$status" -eq 1 ]
+		[ "$(sqlite3 $f.db 'PRAGMA journal_mode')" = wal ]
+		[ "$(sqlite3 $f.db 'PRAGMA application_id')" = 1953002100 ]
+	done
+	# one with a rollback journal left beside it is not taken: SQLite
+	# would play the journal back into it
+	sqlite3 left.db 'CREATE TABLE t(x); DROP TABLE t'
+	printf 'not empty' >left.db-journal
+	cp left.db left.db.orig
+	run at 1 consume k --limit 1/1s --db left.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"left.db: is a SQLite database of another program (with an unfinished transaction in its -journal file)"* ]]
+	cmp left.db left.db.orig
+	[ "$(cat left.db-journal)" = "not empty" ]
+	[ ! -e left.db-wal ] && [ ! -e left.db-shm ]
+}
+
 @test "a file that is not SQLite: exit 3, bytes unchanged" {
 	printf 'my notes\nline two\n' >notes.txt
 	cp notes.txt notes.txt.orig
