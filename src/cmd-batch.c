@@ -385,6 +385,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	answer_init(&ans);
 	if (cmd_prepare(&c, &a, &ans) == 0)
 		a.cmd->exec(&c, &a, &ans);
+	cmd_blame_policy(&a, &ans);
 	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
 	if (ans.msg_kind == MSG_STATE)

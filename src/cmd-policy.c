@@ -85,6 +85,15 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if (strcmp(sub, "set") == 0) {
+		/* as --burst with --limit: a --concurrency on the command
+		 * line drops a policy's --reserve, so one alone never
+		 * applies */
+		if (a->has_reserve && !a->has_concurrency) {
+			answer_usage(ans,
+			    "policy set: --reserve goes with --concurrency; "
+			    "give the slot count too");
+			return;
+		}
 		if (a->has_concurrency &&
 		    concurrency_check(a, "policy set", ans) == -1)
 			return;

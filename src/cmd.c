@@ -70,7 +70,6 @@ int
 cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 {
 	char err[1024];
-	size_t n;
 
 	if (a->cmd->uses_policy && a->key != NULL &&
 	    (c->store != NULL || store_may_exist(c->db))) {
@@ -92,18 +91,33 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 			answer_init(ans);
 		}
 	}
+	/* (a message about an option a policy gave says so: the callers'
+	 * cmd_blame_policy()) */
 	if ((a->cmd->options & CMDOPT_LIMIT) &&
 	    limit_settle(&a->ls, a->cmd->name, a->limits, &a->nlimits, err,
-		sizeof(err)) == -1) {
-		/* never blame an option the user did not give unsaid */
-		if (a->policy != NULL && a->policy_took[0] != '\0' &&
-		    (n = strlen(err)) < sizeof(err) - 1)
-			snprintf(err + n, sizeof(err) - n,
-			    " (the policy '%.64s' gives %.128s)", a->policy,
-			    a->policy_took);
+		sizeof(err)) == -1)
 		return answer_usage(ans, "%s", err);
-	}
 	return 0;
+}
+
+/*
+ * A usage error on a key whose policy gave options: say which, so a
+ * message never blames an option the user did not give unsaid (as in
+ * "--ttl: 0 (no expiry) needs --owner" from a policy's --ttl 0).
+ */
+void
+cmd_blame_policy(const struct args *a, struct answer *ans)
+{
+	size_t n;
+
+	if (ans->msg_kind != MSG_USAGE || a->policy == NULL ||
+	    a->policy_took[0] == '\0' || strstr(ans->msg, "the policy '"))
+		return;
+	n = strlen(ans->msg);
+	if (n < sizeof(ans->msg) - 1)
+		snprintf(ans->msg + n, sizeof(ans->msg) - n,
+		    " (the policy '%.64s' gives %.128s)", a->policy,
+		    a->policy_took);
 }
 
 /* help [COMMAND], and --help: to stdout. */
@@ -137,6 +151,7 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 {
 	int rc = ans->rc;
 
+	cmd_blame_policy(a, ans);
 	if (ans->msg_kind == MSG_STATE)
 		rc = c->format == FORMAT_TEXT
 		    ? ctx_map(c, EXIT_STATE)
@@ -168,6 +183,7 @@ cmd_decide(int argc, char **argv, struct answer *ans)
 	memset(&c, 0, sizeof(c));
 	if (ctx_init(&c, &a, ans) == 0 && cmd_prepare(&c, &a, ans) == 0)
 		a.cmd->exec(&c, &a, ans);
+	cmd_blame_policy(&a, ans);
 	rc = ans->msg_kind == MSG_STATE ? ctx_map(&c, EXIT_STATE) : ans->rc;
 	ctx_free(&c);
 	args_free(&a);

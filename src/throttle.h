@@ -470,6 +470,7 @@ extern const struct cmd_entry *const cmd_table[];
 const struct cmd_entry *cmd_find(const char *);
 int cmd_main(int, char **);
 int cmd_decide(int, char **, struct answer *);
+void cmd_blame_policy(const struct args *, struct answer *);
 int cmd_prepare(struct ctx *, struct args *, struct answer *);
 
 /* concurrency.c */

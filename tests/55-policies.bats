@@ -29,6 +29,11 @@ load lib
 	[[ "$output" == *"give the options the policy holds"* ]]
 	run "$THROTTLE" policy set bad --burst 3
 	[ "$status" -eq 2 ]
+	# a --reserve alone could never apply: a command line's
+	# --concurrency drops it
+	run "$THROTTLE" policy set bad --reserve 1
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: policy set: --reserve goes with --concurrency; give the slot count too" ]
 	run "$THROTTLE" policy set bad --limit 1/1s --cost 2
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" policy frob x
@@ -104,6 +109,18 @@ load lib
 	run --separate-stderr at 100 consume mail:z --burst 3
 	[ "$status" -eq 2 ]
 	[ "$stderr" = "throttle: --burst: sliding-window has no burst (only gcra does); leave --burst out (the policy 'mail' gives --limit 100/1h --algorithm sliding-window --granularity 1m)" ]
+	# a command's own refusal of an option the policy gave says so too,
+	# on the command line and in a batch
+	"$THROTTLE" policy set t0 --concurrency 2 --ttl 0
+	run --separate-stderr "$THROTTLE" acquire t0:a
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "throttle: --ttl: 0 (no expiry) needs --owner, or a slot could be held forever (the policy 't0' gives --concurrency 2 --ttl 0)" ]
+	"$THROTTLE" policy set bb --limit 5/1m --burst 2
+	run --separate-stderr at 100 consume bb:x --cost 3
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"raise --burst (the policy 'bb' gives --limit 5/1m --burst 2)" ]]
+	run --separate-stderr at 100 batch <<<'consume bb:x --cost 3'
+	[[ "$output" == *"raise --burst (the policy 'bb' gives --limit 5/1m --burst 2)\",\"exit\":2}" ]]
 }
 
 @test "a policy can hold a concurrency limit for acquire and run" {
