@@ -114,7 +114,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	struct decision *d = &k->d;
 	struct lockout *lk = &k->lk;
 	int64_t wait, t;
-	int locked, lk_moved, ended;
+	int locked, lk_moved, ended, starts;
 
 	if (store_lockout_get(c->store, a->key, a->keylen, lk) == -1)
 		return ctx_fail(c, ans);
@@ -146,6 +146,16 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	}
 	if (d->reset_after < d->retry_after)
 		d->reset_after = d->retry_after;
+	if ((starts = !d->allowed && a->has_lockout && !locked &&
+		    a->lockout != 0)) {
+		/* this refusal starts a lockout (check answers so too, and
+		 * rolls it back with the rest) */
+		lk->since = t;
+		lk->until = a->lockout == LOCKOUT_FOREVER ? LOCKOUT_NEVER
+							  : t + a->lockout;
+		lk_moved = 1;
+		d->retry_after = d->reset_after = lockout_left(lk, t);
+	}
 	if (x->dry)
 		return TXN_ROLLBACK;
 	if (d->allowed) {
@@ -156,19 +166,11 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		 * the clock is kept, or it would move again */
 		if (keystate_save(c, k, SAVE_MOVED, t, ans) == -1)
 			return -1;
-		if (a->has_lockout && !locked && a->lockout != 0) {
-			lk->since = t;
-			lk->until = a->lockout == LOCKOUT_FOREVER
-			    ? LOCKOUT_NEVER
-			    : t + a->lockout;
-			lk_moved = 1;
-			d->retry_after = d->reset_after = lockout_left(lk, t);
-			/* its end gives the whole allowance back: forget the
-			 * limits' states now, so that an ended lockout that
-			 * gc or tidying forgets leaves nothing charged */
-			if (store_trim(c->store, a->key, a->keylen, 0) == -1)
-				return ctx_fail(c, ans);
-		}
+		/* a lockout's end gives the whole allowance back: forget
+		 * the limits' states now, so that an ended lockout that gc
+		 * or tidying forgets leaves nothing charged */
+		if (starts && store_trim(c->store, a->key, a->keylen, 0) == -1)
+			return ctx_fail(c, ans);
 	}
 	if (lk->until != 0
 		? lk_moved &&

@@ -350,6 +350,12 @@ since() {
 @test "lockout: check never starts one, and reset ends it" {
 	L=(--limit 1/60s --lockout 1h)
 	at 0 consume k "${L[@]}"
+	# it answers as consume would, the lockout this refusal would start
+	# included, and writes nothing
+	run --separate-stderr at 1 check k "${L[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"k","allowed":false,"algorithm":"gcra","limit":1,"period":60,"burst":1,"cost":1,"remaining":0,"retry_after":3600,"reset_after":3600,"locked_until":3601,"lockout_after":3600}' ]
+	[ "$stderr" = "throttle: k locked out, retry in 1h" ]
 	run at 1 check k "${L[@]}"
 	[ "$status" -eq 1 ]
 	run at 61 consume k "${L[@]}"
