@@ -131,17 +131,37 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	curl() { echo "$1" >>fetched; }
 	urls="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 	start=$(date +%s%N)
-	eval "$(doc c953c6434140)"
+	eval "$(doc 6e8918c37aa6)"
 	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 	[ "$(wc -l <fetched)" -eq 15 ]
 	# 10 at once from rest, then one every 100ms: at least 5 x 100ms
 	[ "$elapsed" -ge 450 ] || { echo "15 calls in ${elapsed}ms"; return 1; }
 	# the man page's loop, on a key of its own
-	loop=$(doc 01742663a34e)
+	loop=$(doc 137f2ac4dc67)
 	start=$(date +%s%N)
 	for n in $(seq 15); do eval "${loop//api/api2}"; done
 	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 	[ "$elapsed" -ge 450 ] || { echo "15 calls in ${elapsed}ms"; return 1; }
+	# a store error (a state file that is not one) stops both loops
+	# after a URL went through, never going ahead on the last answer
+	printf 'not a database\n' >notes.txt
+	cat >loop.sh <<-EOF
+		curl() { echo "\$1" >>fetched2; }
+		urls="a b"
+		THROTTLE_DB=$THROTTLE_DB
+		for url in \$urls; do
+			[ "\$url" = b ] && THROTTLE_DB=$TMP/notes.txt
+			$(doc 6e8918c37aa6 | sed -n '/until/,/done/p')
+			curl "\$url"
+		done
+	EOF
+	run bash loop.sh
+	[ "$status" -eq 1 ]
+	[ "$(cat fetched2)" = a ]
+	[[ "$output" == *"notes.txt: is not a throttle state file"* ]]
+	run env THROTTLE_DB="$TMP/notes.txt" bash -c "$loop; echo went ahead"
+	[ "$status" -eq 1 ]
+	[[ "$output" != *"went ahead"* ]]
 }
 
 @test "README Recipes, man EXAMPLES: two limits at once, --wait doing the sleeping" {
