@@ -72,7 +72,9 @@ verify_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	    t.leases == 1 ? "" : "s");
 	if (c->quiet)
 		r->text = TEXT_NONE;
-	rec_str(ans, r, "db", c->dbname, strlen(c->dbname), 0);
+	/* not in shell: eval-ing THROTTLE_DB would change the file later
+	 * calls use (a Redis URL shown without its password, at that) */
+	rec_str(ans, r, "db", c->dbname, strlen(c->dbname), SHOW_JSON);
 	rec_bool(r, "ok", 1, 0);
 	rec_int(r, "keys", t.keys, 0);
 	rec_int(r, "leases", t.leases, 0);

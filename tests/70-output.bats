@@ -43,6 +43,21 @@ load lib
 	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
 }
 
+@test "verify in json and shell: the counts; the path in json only, never THROTTLE_DB" {
+	at 100 consume k --limit 1/1m
+	run --separate-stderr "$THROTTLE" verify --format json
+	[[ "$output" == '{"db":"'*'","ok":true,"keys":1,"leases":0}' ]]
+	run --separate-stderr "$THROTTLE" verify --format shell
+	[ "$output" = "THROTTLE_OK=1
+THROTTLE_KEYS=1
+THROTTLE_LEASES=0" ]
+	# eval-ing it leaves the state file a script uses as it was
+	was=$THROTTLE_DB
+	"$THROTTLE" consume k --limit 1/1m --db "$TMP/other.db"
+	eval "$("$THROTTLE" verify --format shell --db "$TMP/other.db")"
+	[ "$THROTTLE_DB" = "$was" ]
+}
+
 @test "json: one object on stdout with every field, message on stderr" {
 	run --separate-stderr at 100 consume k --limit 3/60s --format json
 	[ "$output" = '{"key":"k","allowed":true,"algorithm":"gcra","limit":3,"period":60,"burst":3,"cost":1,"remaining":2,"retry_after":0,"reset_after":20}' ]
