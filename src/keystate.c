@@ -331,8 +331,9 @@ keystate_lockout(struct answer *a, struct record *r, const struct lockout *lk,
 		return;
 	(void)a;
 	if (lk->until == LOCKOUT_NEVER) {
-		/* as every "never" is shown: json null, text never */
-		rec_secs(r, "locked_until", -1, 0);
+		/* as every "never" is shown: json null, text never (text
+		 * shows lockout_after only, as for a lockout with an end) */
+		rec_secs(r, "locked_until", -1, SHOW_MACHINE);
 		rec_secs(r, "lockout_after", -1, 0);
 		return;
 	}

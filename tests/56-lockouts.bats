@@ -57,6 +57,14 @@ L=(--limit 3/15m --lockout 10m)
 	[[ "$output" == *"free: not locked out"* ]]
 	run at 1100 inspect a --locked
 	[ "$status" -eq 0 ]
+	# in text, each key and how long it stays locked, an end or none
+	at 1000 consume c --limit 1/1h --lockout never
+	at 1000 consume c --limit 1/1h --lockout never 2>/dev/null || true
+	run --separate-stderr at 1100 inspect --locked
+	[ "$output" = "a lockout_after=8m20s
+b lockout_after=8m20s
+c lockout_after=never" ]
+	"$THROTTLE" reset c
 	# ended lockouts are not listed
 	run at 1600 inspect --locked
 	[ "$status" -eq 0 ]
