@@ -65,6 +65,11 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		if (a->nlimits > 0)
 			answer_usage(ans,
 			    "release: give --lease or a limit, not both");
+		else if (args_given(a, "cost"))
+			answer_usage(ans,
+			    "release: --lease frees one slot, whatever --cost "
+			    "says; leave --cost out (it gives units back: "
+			    "release KEY --cost N)");
 		else
 			release_lease(c, a, ans);
 		return;

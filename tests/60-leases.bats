@@ -60,6 +60,10 @@ load lib
 	# release without --lease keeps its meaning: give units back
 	run "$THROTTLE" release k --lease "$b" --limit 1/1s
 	[ "$status" -eq 2 ]
+	# --cost says nothing to a lease: refused rather than ignored
+	run "$THROTTLE" release k --lease "$b" --cost 2
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"release: --lease frees one slot, whatever --cost says; leave --cost out"* ]]
 }
 
 @test "a lease ends when its TTL passes, to the microsecond" {
