@@ -177,10 +177,11 @@ start_job(const struct args *a, struct job *j)
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		execvp(a->command[0], a->command);
 		err = errno;
-		fprintf(stderr, "throttle: run: %s: %s\n", a->command[0],
-		    strerror(err));
+		/* the wrapper says why (run_job()), and what became of the
+		 * unit it charged; said here only if it cannot be told */
 		if (write(report[1], &err, sizeof(err)) == -1)
-			_exit(cannot_run(err));
+			fprintf(stderr, "throttle: run: %s: %s\n",
+			    a->command[0], strerror(err));
 		_exit(cannot_run(err));
 	}
 	if (j->own_group)
@@ -199,10 +200,11 @@ start_job(const struct args *a, struct job *j)
 
 /*
  * Let the held job run, pass signals on to its group, and wait for its
- * first process: its exit status.  *ran is 0 if its exec failed.
+ * first process: its exit status.  *ran is 0 if its exec failed, said
+ * with note added ("; its unit is given back").
  */
 static int
-run_job(const struct args *a, struct job *j, int *ran)
+run_job(const struct args *a, struct job *j, int *ran, const char *note)
 {
 	struct sigaction sa;
 	int status, err;
@@ -226,6 +228,8 @@ run_job(const struct args *a, struct job *j, int *ran)
 		;
 	close(j->report);
 	*ran = n != (ssize_t)sizeof(err);
+	if (!*ran)
+		log_msg("run: %s: %s%s", a->command[0], strerror(err), note);
 	while (waitpid(j->pid, &status, 0) == -1) {
 		if (errno != EINTR) {
 			log_msg("run: lost track of %s: %s", a->command[0],
@@ -419,7 +423,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	ctx_close(c);
 	if (taken == -1 && failed == EXIT_ALLOWED) {
 		/* --on-error allow: fail open, the job runs without a slot */
-		ans->rc = run_job(a, &j, &ran);
+		ans->rc = run_job(a, &j, &ran, "");
 		return;
 	}
 	if (taken != 1) {
@@ -447,7 +451,8 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 		}
 		ctx_close(c);
 	}
-	status = run_job(a, &j, &ran);
+	status = run_job(a, &j, &ran,
+	    charged == CHARGE_DONE ? "; its unit is given back" : "");
 	if (!ran && charged == CHARGE_DONE)
 		rate_refund(c, a); /* not found or not executable */
 	if (ran && group_lingers(&j))

@@ -180,9 +180,16 @@ wait_gone() {
 }
 
 @test "run --concurrency: a command that cannot be executed frees its slot" {
-	run -127 "$THROTTLE" run c --concurrency 1 -- "$TMP/no-such-command"
+	run -127 --separate-stderr "$THROTTLE" run c --concurrency 1 -- "$TMP/no-such-command"
+	[ "$stderr" = "throttle: run: $TMP/no-such-command: No such file or directory" ]
 	run "$THROTTLE" inspect c
 	[ "$status" -eq 1 ]
+	# with a rate too: the slot freed, the unit given back, both said
+	run -127 --separate-stderr at 10 run d --concurrency 1 --limit 1/1d -- "$TMP/no-such-command"
+	[ "$stderr" = "throttle: run: $TMP/no-such-command: No such file or directory; its unit is given back" ]
+	run at 10 run d --concurrency 1 --limit 1/1d -- echo ran
+	[ "$status" -eq 0 ]
+	[ "$output" = ran ]
 }
 
 @test "run needs a rate or a slot count, a key, and a command after --" {
