@@ -583,6 +583,7 @@ static struct {
 	ino_t ino;
 	char why[PATH_MAX + 256];
 	uint32_t app; /* a foreign file's application_id */
+	uint32_t cookie; /* the state file's schema cookie, as opened */
 } guard;
 static int (*real_open)(const char *, int, int);
 
@@ -700,7 +701,10 @@ guarded_open(const char *path, int flags, int mode)
 			    strerror(errno));
 		if ((problem = header_problem(h, n, &guard.app)) != NULL)
 			return refuse_fd(fd, EACCES, "%s", problem);
-		if (n > 0 && guard.app == 0 && journal_left(path))
+		guard.cookie = n >= HEADER_SIZE ? be32(h + 40) : 0;
+		/* (a new file of throttle's own has no schema yet, and may
+		 * have a -journal while it is switched to WAL) */
+		if (guard.app == 0 && guard.cookie != 0 && journal_left(path))
 			return refuse_fd(fd, EACCES,
 			    "is a SQLite database of another program (with "
 			    "an unfinished transaction in its -journal "
@@ -736,6 +740,7 @@ guard_begin(const char *path)
 		    (sqlite3_syscall_ptr)guarded_open);
 	}
 	guard.why[0] = '\0';
+	guard.app = guard.cookie = 0;
 	guard.owner = geteuid();
 	guard.dev = 0;
 	guard.len = 0;
@@ -1272,6 +1277,28 @@ open_turn(struct sq *sq)
 }
 
 /* Open the file with SQLite, as readonly or read-write says. */
+static int pragma_int(struct sq *, const char *, int64_t *);
+
+/*
+ * A database with no application_id that has had a schema (header_problem()
+ * lets it through, as it may be an empty one): refused as soon as it is
+ * open if it has tables, so a batch is refused before any request, as a
+ * file with another program's id is.  Nonzero (the error set) if refused.
+ */
+static int
+foreign_tables(struct sq *sq)
+{
+	int64_t tables = 0;
+
+	if (pragma_int(sq, "SELECT count(*) FROM sqlite_schema", &tables) == -1)
+		return -1;
+	if (tables == 0)
+		return 0;
+	sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+	foreign_err(sq, 0);
+	return 1;
+}
+
 static int
 sq_connect(struct sq *sq, int create, int immutable)
 {
@@ -1310,6 +1337,9 @@ sq_connect(struct sq *sq, int create, int immutable)
 	if ((!sq->readonly &&
 		exec_sql(sq, "PRAGMA synchronous=NORMAL") == -1) ||
 	    exec_sql(sq, "PRAGMA cell_size_check=ON") == -1)
+		return -1;
+	if (!create && !immutable && guard.app == 0 && guard.cookie != 0 &&
+	    foreign_tables(sq) != 0)
 		return -1;
 	if (!sq->readonly && !immutable) {
 		int one = 1;
