@@ -299,12 +299,15 @@ note(struct group *, const char *, ...) __attribute__((format(printf, 2, 3)));
 static void
 note(struct group *g, const char *fmt, ...)
 {
+	char buf[4096];
 	va_list ap;
 
-	fputs("throttle: ", g->notes);
+	/* as log_line() says a message: control bytes escaped */
 	va_start(ap, fmt);
-	vfprintf(g->notes, fmt, ap);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
+	fputs("throttle: ", g->notes);
+	escape_message(g->notes, buf);
 	fputc('\n', g->notes);
 }
 

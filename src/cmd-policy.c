@@ -118,8 +118,12 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if (!p.found) {
+		/* the name as keys are shown: control bytes escaped */
+		char *shown = escape_text_dup(name, strlen(name));
+
 		answer_say(ans, MSG_NOTICE, "policy %s: no policy named '%s'",
-		    sub, name);
+		    sub, shown);
+		free(shown);
 		ans->rc = EXIT_REFUSED;
 		return;
 	}

@@ -180,8 +180,7 @@ start_job(const struct args *a, struct job *j)
 		/* the wrapper says why (run_job()), and what became of the
 		 * unit it charged; said here only if it cannot be told */
 		if (write(report[1], &err, sizeof(err)) == -1)
-			fprintf(stderr, "throttle: run: %s: %s\n",
-			    a->command[0], strerror(err));
+			log_msg("run: %s: %s", a->command[0], strerror(err));
 		_exit(cannot_run(err));
 	}
 	if (j->own_group)

@@ -78,6 +78,37 @@ escape_text(FILE *fp, const char *s, size_t n)
 	}
 }
 
+/*
+ * A message for stderr, as built: what escape_text() would escape is
+ * escaped, but backslashes pass through (the keys in it are escaped
+ * already).  Whatever part of a message came from a command line or a
+ * store unescaped (a policy's name, a command, a subcommand), it cannot
+ * drive the terminal either.
+ */
+void
+escape_message(FILE *fp, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i, l, n = strlen(s);
+
+	for (i = 0; i < n; i += l) {
+		l = utf8_len(p + i, n - i);
+		if (l > 1) {
+			fwrite(p + i, 1, l, fp);
+			continue;
+		}
+		l = 1;
+		if (p[i] == '\n')
+			fputs("\\n", fp);
+		else if (p[i] == '\t')
+			fputs("\\t", fp);
+		else if (p[i] < 0x20 || p[i] >= 0x7f)
+			fprintf(fp, "\\x%02x", p[i]);
+		else
+			fputc(p[i], fp);
+	}
+}
+
 /* n bytes of s as escape_text() writes them, in a new string. */
 char *
 escape_text_dup(const char *s, size_t n)

@@ -4,9 +4,30 @@
  * Messages read "throttle: <object>: <problem>", lowercase, no period.
  */
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "throttle.h"
+
+/* "throttle: " and a message on stderr, one line: control bytes in
+ * it escaped (escape_message()), then what to add as it is. */
+void
+log_line(const char *msg, const char *tail)
+{
+	fputs("throttle: ", stderr);
+	escape_message(stderr, msg);
+	fputs(tail, stderr);
+	fputc('\n', stderr);
+}
+
+static void
+log_va(const char *fmt, va_list ap)
+{
+	char buf[4096];
+
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	log_line(buf, "");
+}
 
 /* Print one message on stderr. */
 void
@@ -14,25 +35,26 @@ log_msg(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("throttle: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	log_va(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* Print "throttle: KEY" and the rest of a message about a key, escaped. */
 void
 log_key(const char *key, size_t keylen, const char *fmt, ...)
 {
+	char *shown = escape_text_dup(key, keylen), buf[4096];
 	va_list ap;
+	int n;
 
-	fputs("throttle: ", stderr);
-	escape_text(stderr, key, keylen);
+	n = snprintf(buf, sizeof(buf), "%s", shown);
+	free(shown);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	if (n >= 0 && (size_t)n < sizeof(buf))
+		vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	log_line(buf, "");
 }
 
 /* Report a usage error or invalid input and exit 2. */
@@ -41,10 +63,8 @@ die_usage(const char *fmt, ...)
 {
 	va_list ap;
 
-	fputs("throttle: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	log_va(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	exit(EXIT_USAGE);
 }

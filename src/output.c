@@ -462,14 +462,14 @@ output_answer(const struct ctx *c, struct answer *a)
 		break;
 	case MSG_INFO:
 		if (!c->quiet)
-			fprintf(stderr, "throttle: %s\n", a->msg);
+			log_line(a->msg, "");
 		break;
 	case MSG_NOTICE:
 	case MSG_USAGE:
-		fprintf(stderr, "throttle: %s\n", a->msg);
+		log_line(a->msg, "");
 		break;
 	case MSG_STATE:
-		fprintf(stderr, "throttle: %s%s\n", a->msg, ctx_state_note(c));
+		log_line(a->msg, ctx_state_note(c));
 		break;
 	}
 }

@@ -510,6 +510,7 @@ int ctx_fail(struct ctx *, struct answer *);
 /* escape.c */
 void escape_text(FILE *, const char *, size_t);
 char *escape_text_dup(const char *, size_t);
+void escape_message(FILE *, const char *);
 void escape_json(FILE *, const char *, size_t);
 void escape_shell(FILE *, const char *, size_t);
 
@@ -596,6 +597,7 @@ int limit_settle(const struct limitspec *, const char *, struct limit *, int *,
     char *, size_t);
 
 /* log.c */
+void log_line(const char *, const char *);
 void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
 void log_key(const char *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));

@@ -119,6 +119,23 @@ THROTTLE_LEASES=0" ]
 	[ "$stderr" = 'throttle: it'"'"'s "q" \\ $(touch pwned) `x`\nnext\x1b[31m throttled, retry in 1h' ]
 }
 
+@test "no message drives the terminal: policy names, commands, subcommands, batch lines" {
+	esc=$'\x1b[31mX\x07'
+	"$THROTTLE" policy set real --limit 1/1m
+	run --separate-stderr "$THROTTLE" policy show -- "$esc"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: policy show: no policy named '\x1b[31mX\x07'" ]
+	run --separate-stderr "$THROTTLE" policy "$esc"
+	[ "$stderr" = "throttle: policy: '\x1b[31mX\x07' is not set, list, show or delete" ]
+	run -127 --separate-stderr "$THROTTLE" run k --concurrency 1 -- "$esc"
+	[ "$stderr" = "throttle: run: \x1b[31mX\x07: No such file or directory" ]
+	run --separate-stderr at 1 batch <<<"consume k --limit $esc"
+	[[ "$stderr" == "throttle: batch: line 1: --limit: '\x1b[31mX\x07' "* ]]
+	# valid UTF-8 is left as it is
+	run --separate-stderr "$THROTTLE" policy show -- 'é'
+	[ "$stderr" = "throttle: policy show: no policy named 'é'" ]
+}
+
 @test "json stays valid UTF-8 for keys that are not" {
 	run --separate-stderr at 1 consume $'caf\xc3\xa9-\xff' --limit 1/1h --format json
 	[[ "$output" == '{"key":"café-\ufffd",'* ]]
