@@ -32,6 +32,7 @@
 
 #include <arpa/inet.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include <ctype.h>
@@ -159,6 +160,7 @@ static int
 read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 {
 	char line[VALUE_MAX + 64], word[VALUE_MAX + 64], *p, *e;
+	struct stat sb = { 0 };
 	FILE *fp;
 	int lineno = 0;
 
@@ -167,6 +169,19 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 			return 0;
 		pam_log(pamh, cf, LOG_ERR, "cannot read %s: %s", path,
 		    strerror(errno));
+		return -1;
+	}
+	/* as root (sshd, login), a file someone else could write could
+	 * set ignore=, on_error=allow or db= for every login: refused, as
+	 * the state folder is (StrictModes) */
+	if (geteuid() == 0 &&
+	    (fstat(fileno(fp), &sb) == -1 || sb.st_uid != 0 ||
+		(sb.st_mode & 022))) {
+		pam_log(pamh, cf, LOG_ERR,
+		    "%s can be written by others (owner %ld, mode %04o); "
+		    "chown root and chmod go-w it",
+		    path, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		fclose(fp);
 		return -1;
 	}
 	while (fgets(line, sizeof(line), fp) != NULL) {
@@ -200,6 +215,39 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 		}
 	}
 	fclose(fp);
+	return 0;
+}
+
+/*
+ * 0 if every word of the ignore list with a '/' is an IPv4 network
+ * (a.b.c.d/N, N from 0 to 32), else -1: a typo there would leave the
+ * network limited while the administrator thinks it exempt.
+ */
+static int
+check_ignore(pam_handle_t *pamh, const struct conf *cf)
+{
+	char list[VALUE_MAX], *w, *save = NULL, *slash, *end;
+	struct in_addr net;
+	long bits;
+
+	snprintf(list, sizeof(list), "%s", cf->ignore);
+	for (w = strtok_r(list, ", \t", &save); w != NULL;
+	     w = strtok_r(NULL, ", \t", &save)) {
+		if ((slash = strchr(w, '/')) == NULL)
+			continue;
+		*slash = '\0';
+		errno = 0;
+		bits = strtol(slash + 1, &end, 10);
+		if (inet_pton(AF_INET, w, &net) != 1 ||
+		    !isdigit((unsigned char)slash[1]) || *end != '\0' ||
+		    errno != 0 || bits < 0 || bits > 32) {
+			pam_log(pamh, cf, LOG_ERR,
+			    "ignore: '%s/%s' is not an IPv4 network (as in "
+			    "10.0.0.0/8)",
+			    w, slash + 1);
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -242,7 +290,12 @@ configure(pam_handle_t *pamh, struct conf *cf, int argc, const char **argv,
 			    argv[i]);
 			return -1;
 		}
-	return 0;
+	if (*mode == NULL) {
+		pam_log(pamh, cf, LOG_ERR,
+		    "no mode: give preauth, authfail or authsucc");
+		return -1;
+	}
+	return check_ignore(pamh, cf);
 }
 
 /* Nonzero if name (a user or host) is on the ignore list. */
@@ -445,11 +498,6 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 		    (pw = pam_modutil_getpwnam(pamh, user)) != NULL &&
 		    pw->pw_uid == 0)
 			return PAM_IGNORE;
-		return PAM_AUTH_ERR;
-	}
-	if (mode == NULL) {
-		pam_log(pamh, &cf, LOG_ERR,
-		    "no mode: give preauth, authfail or authsucc");
 		return PAM_AUTH_ERR;
 	}
 	if (pam_get_user(pamh, &user, NULL) != PAM_SUCCESS || user == NULL ||

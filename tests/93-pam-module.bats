@@ -152,6 +152,45 @@ login() {
 	[ "$status" -eq 0 ]
 }
 
+@test "pam module: a misconfiguration refuses every attempt but root's, and is logged" {
+	needs_module
+	syslog
+	# a stack where the module alone decides: root passes (the module
+	# steps aside), anyone else is refused
+	bare() {
+		cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+		auth requisite $MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db $*
+		auth required pam_permit.so
+		account required pam_permit.so
+		EOF
+	}
+	service "db=$TMP/state.db"
+	printf 'limit = 5/15m\n' >"$TMP/throttle.conf"
+	bare preauth
+	run login x
+	[ "$status" -eq 0 ]
+	for bad in "preauth frobnicate" "" "preauth ignore=10.0.0.0/33" \
+	    "preauth ignore=10.0.0.0/8,192.168.1.0/x"; do
+		bare "$bad"
+		run login x
+		[ "$status" -ne 0 ] || { echo "user let in with: $bad"; return 1; }
+		run login x root
+		[ "$status" -eq 0 ] || { echo "root refused with: $bad"; return 1; }
+	done
+	syslog_wait "unknown option 'frobnicate'"
+	syslog_wait "no mode: give preauth, authfail or authsucc"
+	syslog_wait "ignore: '10.0.0.0/33' is not an IPv4 network"
+	# a config file others can write could set ignore= or on_error=allow
+	bare preauth
+	chmod 666 "$TMP/throttle.conf"
+	run login x
+	[ "$status" -ne 0 ]
+	syslog_wait "throttle.conf can be written by others (owner 0, mode 0666); chown root and chmod go-w it"
+	chmod 644 "$TMP/throttle.conf"
+	run login x
+	[ "$status" -eq 0 ]
+}
+
 @test "pam module: root is exempt unless even_deny_root" {
 	needs_module
 	service "db=$TMP/state.db" limit=1/1h
