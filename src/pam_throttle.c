@@ -384,22 +384,24 @@ decide(const struct conf *cf, const char *cmd, const char *key, int with_limit,
 	return rc;
 }
 
-/* Tell the user how long the lockout lasts, unless silent. */
+/* Tell the user how long the lockout (of the account, or of the host the
+ * attempt comes from) lasts, unless silent. */
 static void
-tell_user(pam_handle_t *pamh, const struct conf *cf, int flags, int64_t left)
+tell_user(pam_handle_t *pamh, const struct conf *cf, int flags, int64_t left,
+    int host)
 {
+	const char *what = host ? "This host" : "The account";
 	int64_t min;
 
 	if (cf->silent || (flags & PAM_SILENT))
 		return;
 	if (left < 0) {
 		pam_error(pamh,
-		    "The account is locked out until an "
-		    "administrator resets it.");
+		    "%s is locked out until an administrator resets it.", what);
 		return;
 	}
 	min = (left + 60 * US_PER_SEC - 1) / (60 * US_PER_SEC);
-	pam_error(pamh, "The account is locked out, %lld minute%s left.",
+	pam_error(pamh, "%s is locked out, %lld minute%s left.", what,
 	    (long long)min, min == 1 ? "" : "s");
 }
 
@@ -451,8 +453,8 @@ charge(pam_handle_t *pamh, const struct conf *cf, int flags, const char *key,
 	}
 	pam_log(pamh, cf, LOG_NOTICE,
 	    "%s is locked out; refused before the password check", who);
-	tell_user(pamh, cf, flags,
-	    left >= DURATION_MAX || left < 0 ? -1 : left);
+	tell_user(pamh, cf, flags, left >= DURATION_MAX || left < 0 ? -1 : left,
+	    strncmp(key, "rhost:", 6) == 0);
 	return PAM_AUTH_ERR;
 }
 

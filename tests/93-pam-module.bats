@@ -108,6 +108,8 @@ login() {
 	for u in a b; do login wrong "guess$u" 192.0.2.7 || true; done
 	run login right-pass "$PAM_USER_NAME" 192.0.2.7
 	[ "$status" -ne 0 ]
+	# the host is what is locked, and the user is told so
+	[[ "$output" == *"This host is locked out, 60 minutes left."* ]]
 	run login right-pass "$PAM_USER_NAME" 198.51.100.1
 	[ "$status" -eq 0 ]
 	for n in 1 2 3; do login wrong "nobody rhost:198.51.100.1" || true; done
