@@ -94,8 +94,9 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if (a->utilization_auto && host_utilization(&sh.u, &source) == -1) {
 		answer_usage(ans,
-		    "--utilization: auto found neither /proc/pressure/cpu nor "
-		    "/proc/loadavg; give a number");
+		    "--utilization: auto could read a load from neither "
+		    "/proc/pressure/cpu nor /proc/loadavg (missing, or not "
+		    "in their format); give a number");
 		return;
 	}
 	if (txn_run(c, 1, shed_body, &sh, ans) == -1)
