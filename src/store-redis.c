@@ -143,6 +143,8 @@ struct rs {
 	int broken; /* a request of the group failed after it wrote */
 	int req_writes; /* writes by the group's current request */
 	int retries; /* this decision's lost races, for the backoff */
+	char *stalled; /* in a group: the server stopped answering, and
+			* why; the rest of the group meets it at once */
 };
 
 static void
@@ -224,6 +226,27 @@ note_redirect(struct rs *rs, const redisReply *r)
 	rs->redirect = r->str[0] == 'M' ? GO_MOVED : GO_ASK;
 }
 
+/*
+ * In a group (throttle batch), a server that did not answer in time, or
+ * could not be reached: what else the group asks of it fails at once
+ * with the same message (use_node()), so a group costs one --lock-timeout
+ * however many round trips it has left, as a single decision does.  The
+ * next group tries again.
+ */
+static void
+group_stalled(struct rs *rs)
+{
+	if (rs->group && rs->stalled == NULL)
+		rs->stalled = xstrdup(rs->err);
+}
+
+static void
+group_unstall(struct rs *rs)
+{
+	free(rs->stalled);
+	rs->stalled = NULL;
+}
+
 /* The message for a failed call: the connection's, or the reply's. */
 static void
 reply_err(struct rs *rs, const redisReply *r, const char *what)
@@ -242,12 +265,13 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 			strncmp(r->str, "READONLY", 8) == 0)));
 	note_redirect(rs, r);
 	if (rs->c->err == REDIS_ERR_IO &&
-	    (errno == EAGAIN || errno == ETIMEDOUT))
+	    (errno == EAGAIN || errno == ETIMEDOUT)) {
 		set_err(rs,
 		    "%s: no reply in time (--lock-timeout, or ?timeout=); is "
 		    "the server overloaded or stuck?",
 		    what);
-	else if (rs->c->err)
+		group_stalled(rs);
+	} else if (rs->c->err)
 		set_err(rs, "%s: %s (is the server up and reachable?)", what,
 		    rs->c->errstr[0] ? rs->c->errstr : strerror(errno));
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
@@ -467,6 +491,11 @@ use_node(struct rs *rs, int i)
 	rs->cur = i;
 	if ((rs->c = nd->c) != NULL)
 		return 0;
+	if (rs->group && rs->stalled != NULL) {
+		snprintf(rs->err, rs->errlen, "%s", rs->stalled);
+		rs->unavailable = 1;
+		return -1;
+	}
 	nd->c = nd->port == 0 ? redisConnectUnixWithTimeout(nd->host, tv)
 			      : redisConnectWithTimeout(nd->host, nd->port, tv);
 	if (nd->c == NULL) {
@@ -480,6 +509,7 @@ use_node(struct rs *rs, int i)
 		    "cannot connect: %s (is the server up and reachable?)",
 		    nd->c->errstr);
 		rs->unavailable = 1;
+		group_stalled(rs);
 		node_close(rs, i);
 		return -1;
 	}
@@ -2070,6 +2100,7 @@ rs_group_begin(void *p)
 {
 	struct rs *rs = p;
 
+	group_unstall(rs);
 	if (rs_begin(rs, 1) == -1)
 		return -1;
 	rs->group = 1;
@@ -2084,6 +2115,7 @@ rs_group_end(void *p, int commit)
 	int broken = rs->broken;
 
 	rs->group = rs->broken = 0;
+	group_unstall(rs);
 	if (!commit || broken) {
 		rs_rollback(rs);
 		return broken ? -1 : 0;
@@ -3028,6 +3060,7 @@ rs_close(void *p)
 		return;
 	forget(rs);
 	drop_names(rs);
+	group_unstall(rs);
 	free(rs->h);
 	free(rs->q);
 	for (i = 0; i < rs->nnode; i++) {

@@ -350,6 +350,24 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	asleep
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s --lock-timeout 0.5s --on-error allow
 	[ "$status" -eq 0 ]
+	# a batch's group costs one --lock-timeout however many requests and
+	# round trips it has (each one used to wait its own: 3 of them for
+	# one request), and each request is answered with its key
+	sleep 3
+	rcli debug sleep 3 >/dev/null &
+	track $!
+	asleep
+	start=$(date +%s%N)
+	run --separate-stderr "$THROTTLE" batch --lock-timeout 0.5s <<-EOF
+		consume a --limit 1/1s
+		consume b --limit 1/1s
+		consume c --limit 1/1s
+	EOF
+	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "${lines[2]}" == '{"key":"c","error":"'*'no reply in time'* ]]
+	[ "$elapsed" -lt 1200 ] || { echo "batch took ${elapsed}ms"; return 1; }
 }
 
 @test "redis: inspect and gc read keys many to a round trip, each key its own records" {
