@@ -418,23 +418,22 @@ show_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
 	return 0;
 }
 
-/* One key name per line; names a line cannot hold are left out. */
+/*
+ * One key name per line, as it is, for a shell to complete: a name with a
+ * control character (a newline among them) or bytes that are not UTF-8
+ * is left out, since no completion could type it back, and escaping it
+ * would offer another key (escaped backslashes were read as two).
+ */
 static int
 show_name(const char *key, size_t keylen, void *arg)
 {
 	struct look *l = arg;
 	struct record *r;
-	char *shown;
 
-	if (memchr(key, '\n', keylen) != NULL ||
-	    memchr(key, '\r', keylen) != NULL)
+	if (!text_plain(key, keylen))
 		return 0;
-	/* a control character would reach the terminal (or the shell
-	 * completing): escaped, as everywhere text is shown */
-	shown = escape_text_dup(key, keylen);
 	r = answer_record(l->ans, TEXT_RAW);
-	r->line = answer_keep(l->ans, shown, strlen(shown));
-	free(shown);
+	r->line = answer_keep(l->ans, key, keylen);
 	answer_flush(l->ans);
 	return 0;
 }

@@ -78,6 +78,21 @@ escape_text(FILE *fp, const char *s, size_t n)
 	}
 }
 
+/* Nonzero if escape_text() would write n bytes of s as they are but for
+ * backslashes: no control characters, nothing that is not UTF-8. */
+int
+text_plain(const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t i, l;
+
+	for (i = 0; i < n; i += l)
+		if ((l = utf8_len(p + i, n - i)) == 0 ||
+		    (l == 1 && (p[i] < 0x20 || p[i] == 0x7f)))
+			return 0;
+	return 1;
+}
+
 /*
  * A message for stderr, as built: what escape_text() would escape is
  * escaped, but backslashes pass through (the keys in it are escaped

@@ -511,6 +511,7 @@ int ctx_fail(struct ctx *, struct answer *);
 void escape_text(FILE *, const char *, size_t);
 char *escape_text_dup(const char *, size_t);
 void escape_message(FILE *, const char *);
+int text_plain(const char *, size_t);
 void escape_json(FILE *, const char *, size_t);
 void escape_shell(FILE *, const char *, size_t);
 

@@ -259,13 +259,19 @@ THROTTLE_LEASES=0" ]
 	[ "$status" -eq 1 ]
 }
 
-@test "policy list and inspect --names escape control characters" {
+@test "policy list escapes control characters; inspect --names leaves such names out" {
 	"$THROTTLE" policy set "$(printf 'p\033x')" --limit 1/1s
 	run "$THROTTLE" policy list
 	[ "$output" = 'p\x1bx --limit 1/1s' ]
+	# --names is for completion: a name is printed as it is, backslash
+	# and all, or left out if no completion could type it back
 	at 100 consume "$(printf 'k\033y')" --limit 1/1s
+	at 100 consume 'back\slash' --limit 1/1s
+	at 100 consume "$(printf 'bad\377')" --limit 1/1s
+	at 100 consume 'é:ok' --limit 1/1s
 	run at 100 inspect --names
-	[ "$output" = 'k\x1by' ]
+	[ "$output" = 'back\slash
+é:ok' ]
 }
 
 @test "--wait says on stderr what it waits for, how long, and at most; -q silences it" {
