@@ -45,7 +45,7 @@ _throttle()
 	local rate="--limit --burst --algorithm --granularity --cost"
 	local lease="--concurrency --ttl --owner --priority --reserve"
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
-	local cmd="" w i
+	local cmd="" ci=0 dd=0 w i
 
 	case $prev in
 	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")); return ;;
@@ -56,41 +56,63 @@ _throttle()
 	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) return ;;
 	esac
+	local valued="--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout"
 	for ((i = 1; i < ${#words[@]} - 1; i++)); do
 		w=${words[i]}
 		case $w in
 		--) break ;;
-		--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) ((i++)) ;;
-		-*) ;;
-		*) cmd=$w; break ;;
+		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
+		*) cmd=$w ci=$i; break ;;
 		esac
 	done
-	if [[ $cmd == run ]]; then
-		# after --, the command and its own words (run [options] --
-		# -KEY -- COMMAND: after the second; no command begins with -)
-		for ((i = 1; i < ${#words[@]} - 1; i++)); do
-			[[ ${words[i]} == -- ]] || continue
-			local dashes=1
-			if [[ ${words[i + 1]} == -* && ${words[i + 2]} == -- ]] &&
-				((i + 2 < ${#words[@]} - 1)); then
-				((i += 2))
-				dashes=2
-			fi
-			if declare -F _command_offset >/dev/null; then
-				# readline's words split a key at ':' and '=':
-				# count the "--" there instead
-				for ((i = 1; i < COMP_CWORD; i++)); do
-					[[ ${COMP_WORDS[i]} == -- ]] &&
-						((--dashes == 0)) && break
-				done
-				_command_offset $((i + 1))
-			elif ((i == ${#words[@]} - 2)); then
-				COMPREPLY=($(compgen -c -- "$cur"))
-			else
-				COMPREPLY=($(compgen -f -- "$cur"))
-			fi
+	# the first -- after the command, before the word being completed:
+	# what follows it is no option (a key, or run's command)
+	local haskey=0
+	for ((i = ci + 1; ci > 0 && i < ${#words[@]} - 1; i++)); do
+		w=${words[i]}
+		case $w in
+		--) dd=$i; break ;;
+		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
+		*) haskey=1 ;;
+		esac
+	done
+	if [[ $cmd == run ]] && ((dd > 0)); then
+		# after --, the command and its own words; with no key before
+		# it, run [options] -- KEY -- COMMAND: the key, then after the
+		# second -- the command
+		i=$dd
+		local dashes=1
+		if ((!haskey && dd + 1 == ${#words[@]} - 1)); then
+			_throttle_offer_keys "$cur" 1
 			return
-		done
+		fi
+		if ((!haskey)) && [[ ${words[dd + 2]} == -- ]] &&
+			((dd + 2 < ${#words[@]} - 1)); then
+			((i += 2))
+			dashes=2
+		fi
+		if declare -F _command_offset >/dev/null; then
+			# readline's words split a key at ':' and '=': count
+			# the "--" there instead
+			for ((i = 1; i < COMP_CWORD; i++)); do
+				[[ ${COMP_WORDS[i]} == -- ]] &&
+					((--dashes == 0)) && break
+			done
+			_command_offset $((i + 1))
+		elif ((i == ${#words[@]} - 2)); then
+			COMPREPLY=($(compgen -c -- "$cur"))
+		else
+			COMPREPLY=($(compgen -f -- "$cur"))
+		fi
+		return
+	fi
+	if ((dd > 0)); then
+		# after --: a key, even one that begins with -
+		case $cmd in
+		gc | verify | batch | help | policy) ;;
+		*) ((haskey)) || _throttle_offer_keys "$cur" 1 ;;
+		esac
+		return
 	fi
 	if [[ $cur == -* ]]; then
 		case $cmd in
@@ -113,25 +135,32 @@ _throttle()
 	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
 	gc | verify | batch) ;;
-	*)
-		local IFS=$'\n' k
-		COMPREPLY=()
-		while read -r k; do
-			[[ $k == "$cur"* ]] && COMPREPLY+=("$k")
-		done < <(_throttle_keys)
-		for i in "${!COMPREPLY[@]}"; do
-			# readline replaces only what follows the last ':'
-			if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
-				COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*:}"}"}
-			fi
-			# a key with a space or a shell character is one word,
-			# as the shell reads it back
-			if [[ ${COMPREPLY[i]} == *[!A-Za-z0-9_.:@/+=,-]* ]]; then
-				printf -v k '%q' "${COMPREPLY[i]}"
-				COMPREPLY[i]=$k
-			fi
-		done
-		;;
+	*) _throttle_offer_keys "$cur" 0 ;;
 	esac
+}
+
+# _throttle_offer_keys CUR DASHES: the keys that begin with CUR, as the
+# shell reads them back; one that begins with - only if DASHES (after --,
+# where it is no option)
+_throttle_offer_keys()
+{
+	local cur=$1 IFS=$'\n' k i
+	COMPREPLY=()
+	while read -r k; do
+		[[ $k == -* && $2 == 0 ]] && continue
+		[[ $k == "$cur"* ]] && COMPREPLY+=("$k")
+	done < <(_throttle_keys)
+	for i in "${!COMPREPLY[@]}"; do
+		# readline replaces only what follows the last ':'
+		if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
+			COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*:}"}"}
+		fi
+		# a key with a space or a shell character is one word, as the
+		# shell reads it back
+		if [[ ${COMPREPLY[i]} == *[!A-Za-z0-9_.:@/+=,-]* ]]; then
+			printf -v k '%q' "${COMPREPLY[i]}"
+			COMPREPLY[i]=$k
+		fi
+	done
 }
 complete -F _throttle throttle

@@ -21,23 +21,47 @@ function __throttle_keys
 		end
 		set i (math $i + 1)
 	end
-	throttle $db inspect --names 2>/dev/null
+	# a key that begins with - only after --, where it is no option
+	if contains -- -- $toks
+		throttle $db inspect --names 2>/dev/null
+	else
+		throttle $db inspect --names 2>/dev/null | string match -v -- '-*'
+	end
 end
 
-# run ... -- COMMAND: past the --, complete as for the command itself
-# (run [options] -- -KEY -- COMMAND: past the second; no command begins
-# with a dash)
-function __throttle_after_dashdash
-	contains -- -- (commandline -opc)
+# run ... KEY -- COMMAND: past the --, complete as for the command
+# itself; with no key before the --, run [options] -- KEY -- COMMAND:
+# past the second.  The index of the -- the command follows, or false
+# while the line has not reached the command.
+function __throttle_run_command_at
+	set -l toks (commandline -opc)
+	set -l i (contains -i -- -- $toks); or return 1
+	set -l j (math (contains -i -- run $toks) + 1)
+	set -l haskey 0
+	while test $j -lt $i
+		switch $toks[$j]
+			case --db --format --lock-timeout --on-error --limit --burst --algorithm --granularity --cost --lockout --concurrency --ttl --owner --priority --reserve --conflict-exit-code
+				set j (math $j + 1)
+			case '-*'
+			case '*'
+				set haskey 1
+		end
+		set j (math $j + 1)
+	end
+	if test $haskey = 1
+		echo $i
+		return 0
+	end
+	set j (math $i + 2)
+	if test (count $toks) -ge $j; and test "$toks[$j]" = --
+		echo $j
+		return 0
+	end
+	return 1
 end
 function __throttle_command
+	set -l i (__throttle_run_command_at)
 	set -l toks (commandline -opc)
-	set -l i (contains -i -- -- $toks)
-	set -l j (math $i + 2)
-	if test (count $toks) -ge $j; and test "$toks[$j]" = --
-		and string match -q -- '-*' $toks[(math $i + 1)]
-		set i $j
-	end
 	set -l rest $toks[(math $i + 1)..-1]
 	complete --do-complete=(string join ' ' -- $rest (commandline -ct))
 end
@@ -64,8 +88,9 @@ complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen
 complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -d 'once refused, stay refused this long'
 complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
 complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
-complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew run shed; and not __throttle_after_dashdash" -a '(__throttle_keys)'
-complete -c throttle -n "__fish_seen_subcommand_from run; and __throttle_after_dashdash" -a '(__throttle_command)'
+complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew shed" -a '(__throttle_keys)'
+complete -c throttle -n "__fish_seen_subcommand_from run; and not __throttle_run_command_at >/dev/null" -a '(__throttle_keys)'
+complete -c throttle -n "__fish_seen_subcommand_from run; and __throttle_run_command_at >/dev/null" -a '(__throttle_command)'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l reserve -x -d 'slots kept for critical work'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'

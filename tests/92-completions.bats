@@ -86,6 +86,18 @@ check_more() {
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
 	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle con"
 	[ "$(echo $output)" = "consume" ] || { echo "$shell: THROTTLE_DB= command: $output"; return 1; }
+	# a key that begins with - is offered only after --, where it is no
+	# option; after -- no option is offered
+	throttle consume --limit 1/1s -- -dash
+	run "${shell}_offers" "throttle consume "
+	[[ "$output" == *login:alice* && "$output" != *-dash* ]] || { echo "$shell: dash key before --: $output"; return 1; }
+	run "${shell}_offers" "throttle inspect -- -"
+	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
+	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
+	[ "$(echo $output)" = "-dash" ] || { echo "$shell: run -- KEY: $output"; return 1; }
+	# a plain key in run's -- KEY -- form: the command after the second
+	run "${shell}_offers" "throttle run --concurrency 1 -- k -- tru"
+	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: run -- KEY -- : $output"; return 1; }
 }
 
 @test "bash (with bash-completion) completes commands, options, values and keys" {
@@ -106,6 +118,10 @@ check_more() {
 	[ "$output" = 'alice\ smith' ]
 	run bash_offers "throttle consume x"
 	[ "$output" = 'x\$HOME' ]
+	# a backslash is offered so that the shell reads the key back
+	throttle consume 'back\slash' --limit 1/1s
+	run bash_offers "throttle consume bac"
+	[ "$output" = 'back\\slash' ]
 	run bash_offers "throttle acquire k --priority "
 	[ "$(echo $output)" = "critical high low normal" ]
 }
