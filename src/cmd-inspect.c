@@ -509,7 +509,9 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 	if (c->format == FORMAT_TEXT &&
 	    store_lease_list(c->store, a->key, a->keylen, count_lease, l) == -1)
 		return ctx_fail(c, ans);
-	/* each of the key's limits, then its leases and shedder */
+	/* each of the key's limits (one at rest may be gone from before
+	 * the others: gc forgets them one by one), then its leases and
+	 * shedder */
 	for (idx = 0; idx < LIMITS_MAX; idx++) {
 		memset(&rec, 0, sizeof(rec));
 		if ((found = store_load(c->store, a->key, a->keylen, idx,
@@ -518,7 +520,7 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 		if (found)
 			show(&rec, l);
 		free(rec.state.slots);
-		if (!found)
+		if (!rec.more)
 			break;
 	}
 	flush_key(l);

@@ -72,8 +72,12 @@ keystate_free(struct keywork *k)
  *	1. the same limit, wherever it was saved;
  *	2. else the state saved in its place, if no request took it (the
  *	   limit was changed: the state is carried over);
- *	3. else any state saved that no request took (changed and moved);
- *	4. else none: the limit starts at rest.
+ *	3. else a state saved elsewhere that no request took, of the same
+ *	   algorithm and period (its count or burst changed, and it moved);
+ *	4. else none: the limit starts at rest.  A state is forgotten once
+ *	   its limit is at rest (gc, tidying), so a place with none is no
+ *	   sign of a new limit, and a state of another period is never
+ *	   taken for it (a day's use would refuse a minute's limit).
  * Returns nonzero if any limit comes from another place than its own.
  */
 static int
@@ -94,7 +98,9 @@ match(const struct keywork *k, const int *found, int m,
 			used[from[i] = i] = 1;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < m && from[i] == -1; j++)
-			if (found[j] && !used[j])
+			if (found[j] && !used[j] &&
+			    k->w[j].rec.limit.algo == lims[i].algo &&
+			    k->w[j].rec.limit.period == lims[i].period)
 				used[from[i] = j] = 1;
 	*total = n;
 	for (j = 0; all && j < m; j++)

@@ -210,6 +210,29 @@ load lib
 	[[ "$output" == *'{"limit":20,"period":3600,"burst":20,"allowed":false,"remaining":0,'* ]]
 }
 
+@test "compound limits: a limit gc forgot at rest starts at rest, and takes no other's state" {
+	for t in 0 60 120 180 240 300 360 420 480 540; do
+		at $t consume api --limit '10/1m;1000/1d' --cost 10 >/dev/null
+	done
+	# by 1000 the minute limit is at rest and gc forgets it; the day's
+	# 100 units stay
+	run at 1000 gc
+	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
+	run at 1000 inspect api
+	[ "$status" -eq 0 ]
+	[[ "${lines[1]}" == "gcra           1000/1d      911 "*" api" ]]
+	run at 1000 verify
+	[[ "$output" == *": ok, 1 key and 0 leases" ]]
+	# the minute limit alone: at rest, not the day's state converted
+	run at 1000 check api --limit 10/1m --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 9 ]
+	# both again: the day limit still counts its 100 units
+	run at 1000 consume api --limit '10/1m;1000/1d' --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'{"limit":1000,"period":86400,"burst":1000,"allowed":true,"remaining":910,'* ]]
+}
+
 @test "compound limits: 20 racing processes admit exactly what the tightest allows" {
 	pids=()
 	for p in $(seq 20); do
