@@ -558,8 +558,9 @@ header_problem(const unsigned char *h, ssize_t n, uint32_t *app)
 	 * SQLite would make -wal and -shm files beside it to read it */
 	if (*app == 0 && be32(h + 40) != 0 && (h[18] == 2 || h[19] == 2))
 		return "is a SQLite database of another program (in WAL mode, "
-		       "with a schema throttle did not make), not a throttle "
-		       "state file; it was left untouched";
+		       "and it has had tables: throttle cannot look for them "
+		       "without making -wal and -shm files beside it), not a "
+		       "throttle state file; it was left untouched";
 	return NULL;
 }
 
@@ -638,16 +639,31 @@ guarded(const char *path, const char **suffix)
 	    sb.st_ino == guard.dir_ino;
 }
 
-/* Nonzero if path has a -journal file that is not empty (a hot journal
- * SQLite would play back into the file when it first reads it). */
+/* Nonzero if path has a -journal file SQLite could take for a hot one and
+ * play back into the file when it first reads it: not empty, and its
+ * first byte not zero (journal_mode=PERSIST zeroes the header of one it
+ * is done with). */
 static int
 journal_left(const char *path)
 {
 	char j[PATH_MAX + 16];
+	unsigned char first = 0;
 	struct stat sb;
+	int fd;
 
 	snprintf(j, sizeof(j), "%s-journal", path);
-	return lstat(j, &sb) == 0 && (!S_ISREG(sb.st_mode) || sb.st_size > 0);
+	if (lstat(j, &sb) == -1)
+		return 0;
+	if (!S_ISREG(sb.st_mode))
+		return 1;
+	if (sb.st_size == 0 ||
+	    (fd = open(j, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
+		-1)
+		return sb.st_size > 0;
+	if (read(fd, &first, 1) != 1)
+		first = 1;
+	close(fd);
+	return first != 0;
 }
 
 static int

@@ -68,7 +68,7 @@ unchanged() {
 	[ "$status" -eq 1 ]
 }
 
-@test "an empty SQLite database is taken as a new state file, whatever its journal mode" {
+@test "an empty SQLite database is taken as a new state file; one that cannot be looked into is not" {
 	needs_sqlite
 	sqlite3 vac.db 'VACUUM'
 	sqlite3 dropped.db 'CREATE TABLE t(x); DROP TABLE t'
@@ -80,6 +80,21 @@ unchanged() {
 		[ "$(sqlite3 $f.db 'PRAGMA journal_mode')" = wal ]
 		[ "$(sqlite3 $f.db 'PRAGMA application_id')" = 1953002100 ]
 	done
+	# a journal_mode=PERSIST one keeps a -journal with a zeroed header:
+	# no journal to play back
+	sqlite3 persist.db 'PRAGMA journal_mode=PERSIST; CREATE TABLE t(x); DROP TABLE t' >/dev/null
+	[ -s persist.db-journal ]
+	run at 1 consume k --limit 1/1s --db persist.db
+	[ "$status" -eq 0 ]
+	# one in WAL mode that has had tables is refused, saying why (it
+	# cannot be looked into without making files beside it)
+	sqlite3 walempty.db 'PRAGMA journal_mode=WAL; CREATE TABLE t(x); DROP TABLE t' >/dev/null
+	cp walempty.db walempty.db.orig
+	run at 1 consume k --limit 1/1s --db walempty.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"walempty.db: is a SQLite database of another program (in WAL mode, and it has had tables"* ]]
+	cmp walempty.db walempty.db.orig
+	[ ! -e walempty.db-wal ] && [ ! -e walempty.db-shm ]
 	# one with a rollback journal left beside it is not taken: SQLite
 	# would play the journal back into it
 	sqlite3 left.db 'CREATE TABLE t(x); DROP TABLE t'
