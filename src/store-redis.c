@@ -3133,6 +3133,7 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 {
 	const char *colon = memchr(p, ':', (size_t)(at - p));
 
+	u->login_given = 1;
 	if (colon == NULL) {
 		/* redis://password@host, as redis-cli takes */
 		if (unescape(p, (size_t)(at - p), u->password,
@@ -3217,6 +3218,7 @@ parse_db(const char *d, size_t n, struct redis_url *u, const char **why)
 		*why = "the database is not a number";
 		return -1;
 	}
+	u->db_given = n > 0;
 	return 0;
 }
 
@@ -3337,6 +3339,11 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 		int pw = p[0] == 'p';
 		size_t skip = pw ? 9 : 5;
 
+		if (u->login_given) {
+			*why = "has a login both before the host and as user= "
+			       "or password=; give it once";
+			return -1;
+		}
 		if (unescape(p + skip, n - skip, pw ? u->password : u->user,
 			pw ? sizeof(u->password) : sizeof(u->user)) == -1) {
 			*why = "the user or password is too long or has a bad "
@@ -3346,6 +3353,11 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 		return 0;
 	}
 	if (strncmp(p, "db=", 3) == 0) {
+		if (u->db_given) {
+			*why = "has the database both in the path and as db=; "
+			       "give it once";
+			return -1;
+		}
 		if (parse_small(p + 3, n - 3, INT_MAX, &u->db) == -1) {
 			*why = "db= is not a number";
 			return -1;

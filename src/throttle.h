@@ -843,6 +843,7 @@ struct redis_url {
 	int seed_port[REDIS_SEEDS];
 	char master[128]; /* Sentinel: the master's name */
 	char sentinel_user[128], sentinel_password[256];
+	int db_given, login_given; /* in the path, or before the host */
 };
 #ifdef THROTTLE_REDIS
 int store_redis_parse(const char *, struct redis_url *, const char **);

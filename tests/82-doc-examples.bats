@@ -131,13 +131,13 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	curl() { echo "$1" >>fetched; }
 	urls="1 2 3 4 5 6 7 8 9 10 11 12 13 14 15"
 	start=$(date +%s%N)
-	eval "$(doc 6e8918c37aa6)"
+	eval "$(doc e9423b10bc29)"
 	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 	[ "$(wc -l <fetched)" -eq 15 ]
 	# 10 at once from rest, then one every 100ms: at least 5 x 100ms
 	[ "$elapsed" -ge 450 ] || { echo "15 calls in ${elapsed}ms"; return 1; }
 	# the man page's loop, on a key of its own
-	loop=$(doc 137f2ac4dc67)
+	loop=$(doc 117ef9e2eee2)
 	start=$(date +%s%N)
 	for n in $(seq 15); do eval "${loop//api/api2}"; done
 	elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
@@ -151,7 +151,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 		THROTTLE_DB=$THROTTLE_DB
 		for url in \$urls; do
 			[ "\$url" = b ] && THROTTLE_DB=$TMP/notes.txt
-			$(doc 6e8918c37aa6 | sed -n '/until/,/done/p')
+			$(doc e9423b10bc29 | sed -n '/until/,/done/p')
 			curl "\$url"
 		done
 	EOF
@@ -162,6 +162,13 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	run env THROTTLE_DB="$TMP/notes.txt" bash -c "$loop; echo went ahead"
 	[ "$status" -eq 1 ]
 	[[ "$output" != *"went ahead"* ]]
+	# a key locked out until reset has no retry_after to sleep: the loop
+	# polls once a second, never spins
+	at 1 consume door --limit 1/1h --lockout never
+	at 1 consume door --limit 1/1h --lockout never 2>/dev/null || true
+	run timeout 2.5 bash -c "n=0; throttle() { n=\$((n + 1)); echo \$n >>'$TMP/calls'; command throttle \"\$@\"; }; ${loop//consume api --limit 10\/1s/consume door --limit 1\/1h}"
+	[ "$status" -eq 124 ]
+	[ "$(wc -l <"$TMP/calls")" -le 4 ]
 }
 
 @test "README Recipes, man EXAMPLES: two limits at once, --wait doing the sleeping" {

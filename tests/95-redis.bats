@@ -199,6 +199,14 @@ asleep() {
 		[ "$status" -eq 2 ] || { echo "$q: $status $stderr"; return 1; }
 		[[ "$stderr" == *"has the same option twice after the '?'; give each one once"* ]]
 	done
+	# the database in the path and as db=, a login before the host and
+	# as user= or password=: the same, given twice
+	for url in 'redis://127.0.0.1:1/3?db=2' 'redis://u:pw@127.0.0.1:1?password=x' \
+	    'redis://:pw@127.0.0.1:1?user=x'; do
+		run --separate-stderr "$THROTTLE" --db "$url" consume k --limit 1/1s
+		[ "$status" -eq 2 ] || { echo "$url: $status $stderr"; return 1; }
+		[[ "$stderr" == *"give it once"* && "$stderr" != *pw* ]]
+	done
 	"$THROTTLE" --db "unix://$SOCK?prefix=c:&timeout=2s" consume k --limit 1/1s
 }
 
