@@ -51,9 +51,12 @@ utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-/* n bytes of s as text for a terminal. */
-void
-escape_text(FILE *fp, const char *s, size_t n)
+/*
+ * n bytes of s for a terminal: control characters and bytes that are not
+ * UTF-8 escaped (\n, \t, \x1b), and backslashes too if backslash.
+ */
+static void
+escape_bytes(FILE *fp, const char *s, size_t n, int backslash)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i, l;
@@ -65,7 +68,7 @@ escape_text(FILE *fp, const char *s, size_t n)
 			continue;
 		}
 		l = 1;
-		if (p[i] == '\\')
+		if (p[i] == '\\' && backslash)
 			fputs("\\\\", fp);
 		else if (p[i] == '\n')
 			fputs("\\n", fp);
@@ -76,6 +79,13 @@ escape_text(FILE *fp, const char *s, size_t n)
 		else
 			fputc(p[i], fp);
 	}
+}
+
+/* n bytes of s as text for a terminal. */
+void
+escape_text(FILE *fp, const char *s, size_t n)
+{
+	escape_bytes(fp, s, n, 1);
 }
 
 /* Nonzero if escape_text() would write n bytes of s as they are but for
@@ -103,25 +113,7 @@ text_plain(const char *s, size_t n)
 void
 escape_message(FILE *fp, const char *s)
 {
-	const unsigned char *p = (const unsigned char *)s;
-	size_t i, l, n = strlen(s);
-
-	for (i = 0; i < n; i += l) {
-		l = utf8_len(p + i, n - i);
-		if (l > 1) {
-			fwrite(p + i, 1, l, fp);
-			continue;
-		}
-		l = 1;
-		if (p[i] == '\n')
-			fputs("\\n", fp);
-		else if (p[i] == '\t')
-			fputs("\\t", fp);
-		else if (p[i] < 0x20 || p[i] >= 0x7f)
-			fprintf(fp, "\\x%02x", p[i]);
-		else
-			fputc(p[i], fp);
-	}
+	escape_bytes(fp, s, strlen(s), 0);
 }
 
 /* n bytes of s as escape_text() writes them, in a new string. */
