@@ -20,6 +20,8 @@ log_line(const char *msg, const char *tail)
 	fputc('\n', stderr);
 }
 
+static void log_va(const char *, va_list) __attribute__((format(printf, 1, 0)));
+
 static void
 log_va(const char *fmt, va_list ap)
 {
