@@ -143,6 +143,14 @@ unchanged() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"application_id 0x0000002a"* ]]
 	unchanged id.db
+	# in WAL mode too: refused from its header, before SQLite would
+	# make -wal and -shm files beside it
+	sqlite3 idwal.db 'PRAGMA application_id=42; PRAGMA journal_mode=WAL; CREATE TABLE t(x)' >/dev/null
+	cp idwal.db idwal.db.orig
+	run at 1 consume k --limit 1/1s --db idwal.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"application_id 0x0000002a"* ]]
+	unchanged idwal.db
 }
 
 @test "another program's database with a hot journal is refused before SQLite rolls it back" {
