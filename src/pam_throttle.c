@@ -219,32 +219,53 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 }
 
 /*
- * 0 if every word of the ignore list with a '/' is an IPv4 network
- * (a.b.c.d/N, N from 0 to 32), else -1: a typo there would leave the
- * network limited while the administrator thinks it exempt.
+ * The IPv4 network w ("a.b.c.d/N", N from 0 to 32 in 1 or 2 digits; cut
+ * at its '/'): its address and mask.  0, or -1 if w is not one.
+ */
+static int
+parse_net(char *w, struct in_addr *net, uint32_t *mask)
+{
+	char *slash = strchr(w, '/');
+	long bits;
+
+	if (slash == NULL)
+		return -1;
+	*slash = '\0';
+	/* "10.0.0.0/" and "10.0.0.0/008" are no networks */
+	if (!isdigit((unsigned char)slash[1]) ||
+	    (slash[2] != '\0' &&
+		(!isdigit((unsigned char)slash[2]) || slash[3] != '\0')))
+		return -1;
+	bits = strtol(slash + 1, NULL, 10);
+	if (inet_pton(AF_INET, w, net) != 1 || bits > 32)
+		return -1;
+	*mask = bits == 0 ? 0 : htonl(0xffffffffu << (32 - bits));
+	return 0;
+}
+
+/*
+ * 0 if every word of the ignore list with a '/' is an IPv4 network, else
+ * -1: a typo there would leave the network limited while the
+ * administrator thinks it exempt.
  */
 static int
 check_ignore(pam_handle_t *pamh, const struct conf *cf)
 {
-	char list[VALUE_MAX], *w, *save = NULL, *slash, *end;
+	char list[VALUE_MAX], word[VALUE_MAX], *w, *save = NULL;
 	struct in_addr net;
-	long bits;
+	uint32_t mask;
 
 	snprintf(list, sizeof(list), "%s", cf->ignore);
 	for (w = strtok_r(list, ", \t", &save); w != NULL;
 	     w = strtok_r(NULL, ", \t", &save)) {
-		if ((slash = strchr(w, '/')) == NULL)
+		if (strchr(w, '/') == NULL)
 			continue;
-		*slash = '\0';
-		errno = 0;
-		bits = strtol(slash + 1, &end, 10);
-		if (inet_pton(AF_INET, w, &net) != 1 ||
-		    !isdigit((unsigned char)slash[1]) || *end != '\0' ||
-		    errno != 0 || bits < 0 || bits > 32) {
+		snprintf(word, sizeof(word), "%s", w);
+		if (parse_net(w, &net, &mask) == -1) {
 			pam_log(pamh, cf, LOG_ERR,
-			    "ignore: '%s/%s' is not an IPv4 network (as in "
+			    "ignore: '%s' is not an IPv4 network (as in "
 			    "10.0.0.0/8)",
-			    w, slash + 1);
+			    word);
 			return -1;
 		}
 	}
@@ -302,10 +323,9 @@ configure(pam_handle_t *pamh, struct conf *cf, int argc, const char **argv,
 static int
 ignored(const struct conf *cf, const char *name)
 {
-	char list[VALUE_MAX], *w, *save = NULL, *slash;
+	char list[VALUE_MAX], *w, *save = NULL;
 	struct in_addr a, net;
 	uint32_t mask;
-	long bits;
 	int is_ip;
 
 	if (name == NULL || cf->ignore[0] == '\0')
@@ -316,20 +336,9 @@ ignored(const struct conf *cf, const char *name)
 	     w = strtok_r(NULL, ", \t", &save)) {
 		if (strcmp(w, name) == 0)
 			return 1;
-		if (!is_ip || (slash = strchr(w, '/')) == NULL)
-			continue;
-		*slash = '\0';
-		/* 1 or 2 digits, nothing else: "10.0.0.0/" is no network */
-		if (!isdigit((unsigned char)slash[1]) ||
-		    (slash[2] != '\0' &&
-			(!isdigit((unsigned char)slash[2]) ||
-			    slash[3] != '\0')))
-			continue;
-		bits = strtol(slash + 1, NULL, 10);
-		if (inet_pton(AF_INET, w, &net) != 1 || bits > 32)
-			continue;
-		mask = bits == 0 ? 0 : htonl(0xffffffffu << (32 - bits));
-		if ((a.s_addr & mask) == (net.s_addr & mask))
+		/* (configure() refused a list whose networks are not) */
+		if (is_ip && parse_net(w, &net, &mask) == 0 &&
+		    (a.s_addr & mask) == (net.s_addr & mask))
 			return 1;
 	}
 	return 0;
