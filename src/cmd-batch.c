@@ -302,13 +302,10 @@ note(struct group *g, const char *fmt, ...)
 	char buf[4096];
 	va_list ap;
 
-	/* as log_line() says a message: control bytes escaped */
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	fputs("throttle: ", g->notes);
-	escape_message(g->notes, buf);
-	fputc('\n', g->notes);
+	log_line_to(g->notes, buf, "");
 }
 
 /* Say on stderr what a request's answer says, as a command would. */
@@ -386,9 +383,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	c = *base;
 	c.format = FORMAT_JSON;
 	answer_init(&ans);
-	if (cmd_prepare(&c, &a, &ans) == 0)
-		a.cmd->exec(&c, &a, &ans);
-	cmd_blame_policy(&a, &ans);
+	cmd_answer(&c, &a, &ans);
 	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
 	if (ans.msg_kind == MSG_STATE)

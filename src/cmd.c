@@ -66,7 +66,7 @@ cmd_find(const char *name)
  * policy, option by option under the command line's, then the limits.
  * 0, or -1 with the answer set.
  */
-int
+static int
 cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 {
 	char err[1024];
@@ -91,8 +91,8 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 			answer_init(ans);
 		}
 	}
-	/* (a message about an option a policy gave says so: the callers'
-	 * cmd_blame_policy()) */
+	/* (a message about an option a policy gave says so: cmd_answer()'s
+	 * blame_policy()) */
 	if ((a->cmd->options & CMDOPT_LIMIT) &&
 	    limit_settle(&a->ls, a->cmd->name, a->limits, &a->nlimits, err,
 		sizeof(err)) == -1)
@@ -105,8 +105,8 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
  * message never blames an option the user did not give unsaid (as in
  * "--ttl: 0 (no expiry) needs --owner" from a policy's --ttl 0).
  */
-void
-cmd_blame_policy(const struct args *a, struct answer *ans)
+static void
+blame_policy(const struct args *a, struct answer *ans)
 {
 	size_t n;
 
@@ -118,6 +118,19 @@ cmd_blame_policy(const struct args *a, struct answer *ans)
 		snprintf(ans->msg + n, sizeof(ans->msg) - n,
 		    " (the policy '%.64s' gives %.128s)", a->policy,
 		    a->policy_took);
+}
+
+/*
+ * Answer a parsed command line in its context (the command line, the PAM
+ * module and each request of a batch): the key's policy and the limits,
+ * then the command's work.
+ */
+void
+cmd_answer(struct ctx *c, struct args *a, struct answer *ans)
+{
+	if (cmd_prepare(c, a, ans) == 0)
+		a->cmd->exec(c, a, ans);
+	blame_policy(a, ans);
 }
 
 /* help [COMMAND], and --help: to stdout. */
@@ -151,7 +164,6 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 {
 	int rc = ans->rc;
 
-	cmd_blame_policy(a, ans);
 	if (ans->msg_kind == MSG_STATE)
 		rc = c->format == FORMAT_TEXT
 		    ? ctx_map(c, EXIT_STATE)
@@ -181,9 +193,8 @@ cmd_decide(int argc, char **argv, struct answer *ans)
 		return EXIT_USAGE;
 	}
 	memset(&c, 0, sizeof(c));
-	if (ctx_init(&c, &a, ans) == 0 && cmd_prepare(&c, &a, ans) == 0)
-		a.cmd->exec(&c, &a, ans);
-	cmd_blame_policy(&a, ans);
+	if (ctx_init(&c, &a, ans) == 0)
+		cmd_answer(&c, &a, ans);
 	rc = ans->msg_kind == MSG_STATE ? ctx_map(&c, EXIT_STATE) : ans->rc;
 	ctx_free(&c);
 	args_free(&a);
@@ -231,9 +242,8 @@ cmd_main(int argc, char **argv)
 		}
 		answer_init(&ans);
 		memset(&c, 0, sizeof(c));
-		if (ctx_init(&c, &a, &ans) == 0 &&
-		    cmd_prepare(&c, &a, &ans) == 0)
-			a.cmd->exec(&c, &a, &ans);
+		if (ctx_init(&c, &a, &ans) == 0)
+			cmd_answer(&c, &a, &ans);
 		rc = finish(&c, &a, &ans);
 		ctx_free(&c);
 		answer_free(&ans);

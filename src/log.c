@@ -9,15 +9,22 @@
 
 #include "throttle.h"
 
-/* "throttle: " and a message on stderr, one line: control bytes in
- * it escaped (escape_message()), then what to add as it is. */
+/* "throttle: " and a message on fp, one line: control bytes in it
+ * escaped (escape_message()), then what to add as it is. */
+void
+log_line_to(FILE *fp, const char *msg, const char *tail)
+{
+	fputs("throttle: ", fp);
+	escape_message(fp, msg);
+	fputs(tail, fp);
+	fputc('\n', fp);
+}
+
+/* The same on stderr. */
 void
 log_line(const char *msg, const char *tail)
 {
-	fputs("throttle: ", stderr);
-	escape_message(stderr, msg);
-	fputs(tail, stderr);
-	fputc('\n', stderr);
+	log_line_to(stderr, msg, tail);
 }
 
 static void log_va(const char *, va_list) __attribute__((format(printf, 1, 0)));

@@ -470,8 +470,7 @@ extern const struct cmd_entry *const cmd_table[];
 const struct cmd_entry *cmd_find(const char *);
 int cmd_main(int, char **);
 int cmd_decide(int, char **, struct answer *);
-void cmd_blame_policy(const struct args *, struct answer *);
-int cmd_prepare(struct ctx *, struct args *, struct answer *);
+void cmd_answer(struct ctx *, struct args *, struct answer *);
 
 /* concurrency.c */
 /* A key's slots as one scan of its leases found them. */
@@ -598,6 +597,7 @@ int limit_settle(const struct limitspec *, const char *, struct limit *, int *,
     char *, size_t);
 
 /* log.c */
+void log_line_to(FILE *, const char *, const char *);
 void log_line(const char *, const char *);
 void log_msg(const char *, ...) __attribute__((format(printf, 1, 2)));
 void log_key(const char *, size_t, const char *, ...)
