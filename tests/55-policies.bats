@@ -210,6 +210,19 @@ load lib
 	[[ "$output" == *'{"limit":20,"period":3600,"burst":20,"allowed":false,"remaining":0,'* ]]
 }
 
+@test "compound limits: a refusal in another order keeps each state where it was found" {
+	at 2000 consume k --limit '10/1h;2/1s' --cost 2
+	# the clock 1000s back: the 2/1s state is moved back to it (its
+	# horizon is 1s), the 10/1h one is not (1h); refused, only the moved
+	# one is written, and to its own place, not over the other's
+	run at 1000 consume k --limit '2/1s;10/1h'
+	[ "$status" -eq 1 ]
+	run at 1000 inspect k
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "${lines[1]}" == "gcra           10/1h        5 "* ]]
+	[[ "${lines[2]}" == "gcra           2/1s         0 "* ]]
+}
+
 @test "compound limits: a limit gc forgot at rest starts at rest, and takes no other's state" {
 	for t in 0 60 120 180 240 300 360 420 480 540; do
 		at $t consume api --limit '10/1m;1000/1d' --cost 10 >/dev/null
