@@ -202,6 +202,15 @@ wait_lease() {
 	wait_until has_lease "$1" || { echo "no lease on $1 after 10s"; return 1; }
 }
 
+# is_free KEY: KEY holds nothing now (inspect exits 1).  A run wrapper
+# that has exited keeps its slot while its job's process group still has
+# a process, and a killed one may take a moment to go: wait_until is_free.
+is_free() {
+	local rc=0
+	"$THROTTLE" inspect "$1" >/dev/null 2>&1 || rc=$?
+	[ "$rc" -eq 1 ]
+}
+
 # Servers for a whole file (96-cluster, 97-sentinel): fleet_start KIND in
 # setup_file starts a tests/redis-fleet of KIND (cluster, sentinel) once,
 # fleet_stop in teardown_file stops exactly what it started, and
