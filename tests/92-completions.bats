@@ -90,7 +90,7 @@ check_more() {
 	# option; after -- no option is offered
 	throttle consume --limit 1/1s -- -dash
 	run "${shell}_offers" "throttle consume "
-	[[ "$output" == *login:alice* && "$output" != *-dash* ]] || { echo "$shell: dash key before --: $output"; return 1; }
+	[[ "$output" == *login:alice* && "$output" != *-dash* ]] || { echo "$shell: dash key before --: $output"; echo "the store has: $(throttle inspect --names)"; return 1; }
 	run "${shell}_offers" "throttle inspect -- -"
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
