@@ -97,7 +97,9 @@ UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 # The PAM module, pam_throttle.so: built when PAM's headers are found
 # (libpam0g-dev; make PAM=0 leaves it out, PAM=1 insists), from the same
 # sources compiled position-independent in build/pic, with the shared
-# SQLite (a static libsqlite3.a is not built for a shared object).
+# SQLite (a static libsqlite3.a is not built for a shared object).  It is
+# never unloaded (-z nodelete): it hooks system calls of the host's SQLite
+# (store-sqlite.c), which must not point into a module pam_end() unloaded.
 PAM_FOUND =	$(shell test -f /usr/include/security/pam_modules.h && echo 1 || echo 0)
 PAM ?=		$(PAM_FOUND)
 PAMDIR ?=	$(PREFIX)/lib/security
@@ -116,6 +118,7 @@ build/pic/%.o: src/%.c src/throttle.h
 pam_throttle.so: $(PIC_OBJS) build/pic/pam_throttle.o src/pam_throttle.map
 	$(CC) $(LDFLAGS) -shared -o $@ build/pic/pam_throttle.o $(PIC_OBJS) \
 	    -Wl,--version-script=src/pam_throttle.map -Wl,-z,defs \
+	    -Wl,-z,nodelete \
 	    $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3) \
 	    $(if $(REDIS_OBJS),-lhiredis) -lpam -lm $(LIBS)
 

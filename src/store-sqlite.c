@@ -18,6 +18,8 @@
  *	   close that finds the WAL past WAL_CKPT bytes checkpoints it and
  *	   truncates it, if no one else holds the lock (never waiting), so
  *	   the WAL stays small and a new process's recovery of it cheap.
+ *	   That recovery starts from a -shm whose index header is zeroed,
+ *	   not from one SQLite truncates and grows back (shm_ftruncate()).
  *	3. A file that is not ours is never written: before SQLite is given
  *	   the file, its header is read with plain read(2); a non-SQLite file
  *	   or a database with another program's application_id is refused
@@ -585,8 +587,12 @@ static struct {
 	char why[PATH_MAX + 256];
 	uint32_t app; /* a foreign file's application_id */
 	uint32_t cookie; /* the state file's schema cookie, as opened */
+	dev_t shm_dev; /* its -shm file, once opened (shm_dev != 0) */
+	ino_t shm_ino;
 } guard;
 static int (*real_open)(const char *, int, int);
+static int (*real_ftruncate)(int, off_t);
+static int (*real_fchown)(int, uid_t, gid_t);
 
 static int refuse_fd(int fd, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -734,9 +740,78 @@ guarded_open(const char *path, int flags, int mode)
 		    "refuses to read it: remove it if no throttle is running",
 		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777),
 		    (long)guard.owner);
+	if (strcmp(suffix, "-shm") == 0) { /* see shm_ftruncate() */
+		guard.shm_dev = sb.st_dev;
+		guard.shm_ino = sb.st_ino;
+	}
 	if (!(flags & O_NONBLOCK) && (fl = fcntl(fd, F_GETFL)) != -1)
 		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	return fd;
+}
+
+/*
+ * The first process to open the state file's -shm (none has it open: no
+ * one else is connected) resets it, SQLite by truncating it to 3 bytes;
+ * SQLite then grows it back a page at a time and rebuilds the WAL index
+ * from the WAL.  Every throttle call is such a first process, and on
+ * ext4 the truncation, the regrowth and the inode changes they journal
+ * cost a sixth of a decision (measured, bench/results.md).  Zeroing the
+ * index's header instead (both copies of it and the checkpoint
+ * information, the first 136 bytes) invalidates the index just as well:
+ * a header that is not initialised makes SQLite rebuild the index, and
+ * the hash tables past it are never trusted beyond the frames the
+ * rebuild counts (SQLite clears a table as its first frame is added, as
+ * it does whenever the WAL restarts).  Only for the -shm file
+ * guarded_open() opened, and only when it holds a whole region already;
+ * anything else truncates as SQLite asked.
+ */
+#define SHM_HEADER 136
+#define SHM_REGION 32768
+
+static int
+shm_ftruncate(int fd, off_t len)
+{
+	static const char zeros[SHM_HEADER];
+	struct stat sb;
+
+	if (len == 3 && guard.shm_dev != 0 && fstat(fd, &sb) == 0 &&
+	    S_ISREG(sb.st_mode) && sb.st_dev == guard.shm_dev &&
+	    sb.st_ino == guard.shm_ino && sb.st_size >= SHM_REGION &&
+	    pwrite(fd, zeros, sizeof(zeros), 0) == (ssize_t)sizeof(zeros))
+		return 0;
+	return real_ftruncate(fd, len);
+}
+
+/*
+ * As root, SQLite gives each -wal and -shm file it opens to the state
+ * file's owner, even one it already belongs to; the change of an inode
+ * that changes nothing is journaled all the same.  Only when it would
+ * change something.
+ */
+static int
+lazy_fchown(int fd, uid_t uid, gid_t gid)
+{
+	struct stat sb;
+
+	if (fstat(fd, &sb) == 0 && sb.st_uid == uid && sb.st_gid == gid)
+		return 0;
+	return real_fchown(fd, uid, gid);
+}
+
+/*
+ * Put fn in place of the unix VFS's system call name: the call it
+ * replaced, or NULL (then fn is not in place).  In the PAM module the
+ * hooks are in the host's SQLite, so the module is never unloaded
+ * (-z nodelete, Makefile).
+ */
+static sqlite3_syscall_ptr
+hook_syscall(sqlite3_vfs *vfs, const char *name, sqlite3_syscall_ptr fn)
+{
+	sqlite3_syscall_ptr real = vfs->xGetSystemCall(vfs, name);
+
+	if (real == NULL || vfs->xSetSystemCall(vfs, name, fn) != SQLITE_OK)
+		return NULL;
+	return real;
 }
 
 /* From now until guard_end(), SQLite's opens of path are guarded. */
@@ -749,11 +824,16 @@ guard_begin(const char *path)
 	sqlite3_vfs *vfs;
 
 	if (real_open == NULL && (vfs = sqlite3_vfs_find("unix")) != NULL &&
-	    vfs->xSetSystemCall != NULL) {
-		real_open = (int (*)(const char *, int,
-		    int))vfs->xGetSystemCall(vfs, "open");
-		vfs->xSetSystemCall(vfs, "open",
-		    (sqlite3_syscall_ptr)guarded_open);
+	    vfs->iVersion >= 3) {
+		real_open = (int (*)(const char *, int, int))hook_syscall(vfs,
+		    "open", (sqlite3_syscall_ptr)guarded_open);
+		if (real_ftruncate == NULL)
+			real_ftruncate = (int (*)(int, off_t))hook_syscall(vfs,
+			    "ftruncate", (sqlite3_syscall_ptr)shm_ftruncate);
+		if (real_fchown == NULL)
+			real_fchown =
+			    (int (*)(int, uid_t, gid_t))hook_syscall(vfs,
+				"fchown", (sqlite3_syscall_ptr)lazy_fchown);
 	}
 	guard.why[0] = '\0';
 	guard.app = guard.cookie = 0;
@@ -777,6 +857,7 @@ guard_end(void)
 {
 	guard.base[0] = '\0';
 	guard.len = 0;
+	guard.shm_dev = 0;
 }
 
 /* Report why guarded_open() refused a file, if it did: 1, else 0. */

@@ -711,6 +711,51 @@ hold_turn() {
 	[ "$status" -eq 1 ]
 }
 
+@test "as root, the -wal and -shm files take the state file's owner and group" {
+	needs_sqlite
+	[ "$(id -u)" -eq 0 ] || skip "as root only: SQLite gives them to the state file's owner"
+	at 1 consume k --limit 5/1h
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	rm -f state.db-wal state.db-shm
+	chgrp 65534 state.db
+	chmod 640 state.db
+	run at 2 consume k --limit 5/1h
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %u:%g state.db-wal)" = 0:65534 ]
+	[ "$(stat -c %u:%g state.db-shm)" = 0:65534 ]
+	# files of the right owner are left as they are; a wrong group is
+	# set right again
+	chgrp 0 state.db-shm
+	run at 3 consume k --limit 5/1h
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %u:%g state.db-wal)" = 0:65534 ]
+	[ "$(stat -c %u:%g state.db-shm)" = 0:65534 ]
+}
+
+@test "a -shm file from another time (a restored copy) is never trusted: the WAL is read afresh" {
+	needs_sqlite
+	for t in 1 2 3; do at $t consume k --limit 10/1h >/dev/null; done
+	# the WAL index of three decisions, whole and valid
+	[ "$(stat -c %s state.db-shm)" -ge 32768 ]
+	cp state.db-shm three.shm
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	for t in 4 5; do at $t consume k --limit 10/1h >/dev/null; done
+	[ "$(stat -c %s state.db-shm)" -ge 32768 ]
+	cat three.shm >state.db-shm
+	run at 6 check k --limit 10/1h --cost 0 --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 5 ]
+	# garbage past the index's header is not trusted either
+	cat three.shm >state.db-shm
+	head -c 4096 /dev/urandom | dd of=state.db-shm bs=1 seek=136 conv=notrunc status=none
+	run at 6 consume k --limit 10/1h --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 4 ]
+	run at 6 check k --limit 10/1h --cost 0 --format json
+	[ "$(field remaining "$output")" = 4 ]
+	sqlite_ok
+}
+
 @test "a state file swapped for a FIFO or another file mid-call: no hang, no write into it" {
 	needs_sqlite
 	command -v timeout >/dev/null || skip "needs timeout (coreutils)"

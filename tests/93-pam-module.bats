@@ -52,6 +52,15 @@ login() {
 	    "${2:-$PAM_USER_NAME}" authenticate
 }
 
+@test "pam module: never unloaded, since it hooks the host's SQLite" {
+	# the hooks (store-sqlite.c) must not point into a module that
+	# pam_end() unloaded, in a host that goes on using SQLite
+	[ -f "$MODULE" ] || skip "pam_throttle.so is not built (apt-get install libpam0g-dev, then make)"
+	command -v readelf >/dev/null || skip "needs readelf (binutils)"
+	run readelf -d "$MODULE"
+	[[ "$output" == *"Flags: NODELETE"* ]]
+}
+
 @test "pam module: 5 wrong, then the right password refused, minutes left told" {
 	needs_module
 	service "db=$TMP/state.db"
