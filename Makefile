@@ -17,7 +17,7 @@ WERROR ?=	$(if $(wildcard $(CURDIR)/.git),-Werror)
 WARNINGS =	-std=c11 -Wall -Wextra -Wpedantic -Wshadow -Wformat=2 \
 		-Wmissing-prototypes -Wstrict-prototypes $(WERROR)
 CFLAGS ?=	-O2 -g
-CPPFLAGS_ALL =	-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+CPPFLAGS_ALL =	-D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 \
 		$(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null) $(CPPFLAGS)
 # SQLite is linked statically by default: resolving a shared libsqlite3's
 # symbols costs more than the decision itself (see bench/).  make
@@ -176,7 +176,8 @@ lint: throttle
 	cppcheck --quiet --enable=warning,portability --error-exitcode=1 \
 	    $(REDIS_CPPFLAGS) -I src $(LINT_SRCS)
 	clang-tidy --quiet --warnings-as-errors='*' $(LINT_SRCS) -- \
-	    -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Isrc \
+	    -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE \
+	    -D_FILE_OFFSET_BITS=64 -Isrc \
 	    $(REDIS_CPPFLAGS) $(shell $(PKG_CONFIG) --cflags sqlite3 2>/dev/null)
 
 # The whole suite under ASan and UBSan, built in a copy of the tree
@@ -214,7 +215,7 @@ FUZZ_PURE =	fuzz/fuzz-parse fuzz/fuzz-state
 FUZZERS =	$(FUZZ_PURE) fuzz/fuzz-cli
 FUZZ_FLAGS =	-g -O1 -fsanitize=fuzzer,address,undefined \
 		-fno-sanitize-recover=all -std=c11 -D_POSIX_C_SOURCE=200809L \
-		-D_DEFAULT_SOURCE -Isrc
+		-D_DEFAULT_SOURCE -D_FILE_OFFSET_BITS=64 -Isrc
 
 $(FUZZ_PURE): $(FUZZ_SRCS) src/throttle.h
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $@.c $(FUZZ_SRCS)

@@ -79,6 +79,12 @@
 #endif
 #endif
 
+/* SQLite's unix VFS is built with 64-bit file offsets, and the ftruncate
+ * it calls is replaced here (shm_ftruncate()): the Makefile builds with
+ * the same off_t (-D_FILE_OFFSET_BITS=64), even where 32 bits is the
+ * default. */
+_Static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64");
+
 #define APPLICATION_ID 0x74687274 /* "thrt" */
 #define HEADER_SIZE 100
 
@@ -762,8 +768,11 @@ guarded_open(const char *path, int flags, int mode)
  * the hash tables past it are never trusted beyond the frames the
  * rebuild counts (SQLite clears a table as its first frame is added, as
  * it does whenever the WAL restarts).  Only for the -shm file
- * guarded_open() opened, and only when it holds a whole region already;
- * anything else truncates as SQLite asked.
+ * guarded_open() opened, and only when it holds a whole region already,
+ * every byte of it allocated: SQLite writes the index through a mapping,
+ * and a page with no block behind it (a -shm restored sparse) would cost
+ * a SIGBUS on a full disk where SQLite's regrowth, a write(2) per page,
+ * fails with an error.  Anything else truncates as SQLite asked.
  */
 #define SHM_HEADER 136
 #define SHM_REGION 32768
@@ -777,6 +786,7 @@ shm_ftruncate(int fd, off_t len)
 	if (len == 3 && guard.shm_dev != 0 && fstat(fd, &sb) == 0 &&
 	    S_ISREG(sb.st_mode) && sb.st_dev == guard.shm_dev &&
 	    sb.st_ino == guard.shm_ino && sb.st_size >= SHM_REGION &&
+	    sb.st_blocks >= (sb.st_size + 511) / 512 &&
 	    pwrite(fd, zeros, sizeof(zeros), 0) == (ssize_t)sizeof(zeros))
 		return 0;
 	return real_ftruncate(fd, len);

@@ -745,15 +745,42 @@ hold_turn() {
 	run at 6 check k --limit 10/1h --cost 0 --format json
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	[ "$(field remaining "$output")" = 5 ]
-	# garbage past the index's header is not trusted either
-	cat three.shm >state.db-shm
-	head -c 4096 /dev/urandom | dd of=state.db-shm bs=1 seek=136 conv=notrunc status=none
+	# nor garbage past a current header, in the hash tables and in a
+	# second region of the index
+	head -c $((65536 - 136)) /dev/urandom |
+	    dd of=state.db-shm bs=136 seek=1 iflag=fullblock conv=notrunc status=none
+	[ "$(stat -c %s state.db-shm)" -eq 65536 ]
 	run at 6 consume k --limit 10/1h --format json
 	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 	[ "$(field remaining "$output")" = 4 ]
 	run at 6 check k --limit 10/1h --cost 0 --format json
 	[ "$(field remaining "$output")" = 4 ]
 	sqlite_ok
+}
+
+@test "a sparse -shm on a full disk: exit 3 and nothing charged, never a crash" {
+	needs_sqlite
+	needs_unshare
+	mkdir "$TMP/mnt"
+	# a -shm restored sparse (its first page written, holes after it) on
+	# a disk with no room: writing the index through a mapping would be a
+	# SIGBUS (exit 135)
+	run unshare -m sh -c '
+	    mount -t tmpfs -o size=1m,mode=0700 none "$1" || exit 9
+	    export THROTTLE_DB="$1/state.db" THROTTLE_NOW=1
+	    "$0" consume k --limit 5/1h >/dev/null || exit 9
+	    truncate -s 0 "$1/state.db-shm"
+	    truncate -s 65536 "$1/state.db-shm"
+	    printf "\\0" | dd of="$1/state.db-shm" conv=notrunc status=none
+	    dd if=/dev/zero of="$1/fill" bs=4096 2>/dev/null
+	    "$0" consume k --limit 5/1h
+	    echo "full: $?"
+	    rm "$1/fill"
+	    "$0" consume k --limit 5/1h --format json' "$THROTTLE" "$TMP/mnt"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[[ "$output" == *"full: 3"* ]]
+	[[ "$output" == *"state.db: "* ]]
+	[ "$(field remaining "${lines[-1]}")" = 3 ]
 }
 
 @test "a state file swapped for a FIFO or another file mid-call: no hang, no write into it" {
