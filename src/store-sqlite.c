@@ -849,6 +849,7 @@ guard_begin(const char *path)
 	guard.app = guard.cookie = 0;
 	guard.owner = geteuid();
 	guard.dev = 0;
+	guard.shm_dev = 0;
 	guard.len = 0;
 	dir_of(path, dir, sizeof(dir));
 	if (real_open == NULL || stat(dir, &sb) == -1)
