@@ -761,12 +761,12 @@ guarded_open(const char *path, int flags, int mode)
  * SQLite then grows it back a page at a time and rebuilds the WAL index
  * from the WAL.  Every throttle call is such a first process, and on
  * ext4 the truncation, the regrowth and the inode changes they journal
- * cost a sixth of a decision (measured, bench/results.md).  Zeroing the
- * index's header instead (both copies of it and the checkpoint
- * information, the first 136 bytes) invalidates the index just as well:
- * a header that is not initialised makes SQLite rebuild the index, and
- * the hash tables past it are never trusted beyond the frames the
- * rebuild counts (SQLite clears a table as its first frame is added, as
+ * cost a sixth of a decision (paired runs; README, Performance).
+ * Zeroing the index's header instead (both copies of it and the
+ * checkpoint information, the first 136 bytes) invalidates the index just
+ * as well: a header that is not initialised makes SQLite rebuild the
+ * index, and the hash tables past it are never trusted beyond the frames
+ * the rebuild counts (SQLite clears a table as its first frame is added, as
  * it does whenever the WAL restarts).  Only for the -shm file
  * guarded_open() opened, and only when it holds a whole region already,
  * every byte of it allocated: SQLite writes the index through a mapping,
