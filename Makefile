@@ -89,8 +89,8 @@ OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/cmd-inspect.o src/cmd-acquire.o src/cmd-renew.o \
 		src/cmd-shed.o src/cmd-run.o src/cmd-gc.o src/cmd-policy.o \
 		src/cmd-verify.o src/cmd-batch.o src/clock.o src/host.o \
-		src/store.o src/store-sqlite.o src/faultvfs.o src/xmalloc.o \
-		$(REDIS_OBJS) $(PURE)
+		src/slice.o src/store.o src/store-sqlite.o src/faultvfs.o \
+		src/xmalloc.o $(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 		tests/unit/test-property tests/unit/test-layers
 

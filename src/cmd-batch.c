@@ -707,6 +707,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	int full, state_failed = 0;
 
 	(void)a;
+	slice_default(); /* a batch runs long: not a call's short slice */
 	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
 		answer_usage(ans,
 		    "batch: answers are JSON lines; leave --format out");

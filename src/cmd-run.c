@@ -175,6 +175,7 @@ start_job(const struct args *a, struct job *j)
 		close(go[0]);
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
+		slice_default(); /* the command's, not a call's */
 		execvp(a->command[0], a->command);
 		err = errno;
 		/* the wrapper says why (run_job()), and what became of the
@@ -361,6 +362,7 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	fflush(NULL);
 	signal(SIGPIPE, SIG_DFL);
+	slice_default();
 	execvp(a->command[0], a->command);
 	err = errno;
 	signal(SIGPIPE, SIG_IGN);

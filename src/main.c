@@ -32,6 +32,7 @@ main(int argc, char **argv)
 	 */
 	signal(SIGPIPE, SIG_IGN);
 	store_sqlite_single_thread();
+	slice_short();
 	rc = cmd_main(argc, argv);
 	/* if stdout cannot be written, say so (unless its reader simply
 	 * left), but keep the exit code: it is still the truth */

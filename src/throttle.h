@@ -817,6 +817,10 @@ int store_missing(const struct store *, char *, size_t);
 void store_close(struct store *);
 int store_default_path(char *, size_t, const char **);
 
+/* slice.c */
+void slice_short(void);
+void slice_default(void);
+
 /* store-sqlite.c */
 extern const struct store_ops store_sqlite_ops;
 const char *store_sqlite_version(void);

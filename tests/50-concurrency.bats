@@ -61,3 +61,67 @@ race() {
 	done
 	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
 }
+
+# needs_slices: the kernel takes a slice request from a process (Linux
+# 6.12 and later) and shows each process's slice in /proc/PID/sched.
+needs_slices() {
+	local v
+	v=$(uname -r)
+	v=${v%%-*}
+	IFS=. read -r maj min _ <<<"$v"
+	((maj > 6 || (maj == 6 && min >= 12))) ||
+		skip "needs Linux 6.12 or later for scheduler slices (this is $(uname -r))"
+	grep -q '^se.slice' /proc/self/sched 2>/dev/null ||
+		skip "this kernel does not show se.slice in /proc/PID/sched"
+	BASE=$(slice_of "$BASHPID")
+	[ "$BASE" != 100000 ] || skip "the suite itself runs at a 0.1 ms slice"
+}
+
+# slice_of PID: the process's scheduler slice in nanoseconds
+slice_of() {
+	awk '$1 == "se.slice" { print $3 }' "/proc/$1/sched"
+}
+
+@test "a call runs at a 0.1 ms scheduler slice; what it runs gets the default back" {
+	needs_slices
+	# the wrapper of run --concurrency (the parent of sh) and its command
+	run "$THROTTLE" run s --concurrency 1 -- sh -c \
+	    'awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$PPID/sched /proc/$$/sched'
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = 100000 ]
+	[ "${lines[1]}" = "$BASE" ]
+	# run --limit becomes its command
+	run "$THROTTLE" run s2 --limit 1/1s -- sh -c \
+	    'awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$$/sched'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$BASE" ]
+}
+
+@test "the slice request keeps the caller's nice value and leaves other policies alone" {
+	needs_slices
+	# field 19 of /proc/PID/stat is the nice value (the name, field 2,
+	# has no spaces here)
+	run nice -n 5 "$THROTTLE" run s --concurrency 1 -- sh -c \
+	    'for p in $PPID $$; do awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$p/sched; cut -d" " -f19 /proc/$p/stat; done'
+	[ "$status" -eq 0 ]
+	[ "${lines[*]}" = "100000 5 $BASE 5" ]
+	command -v chrt >/dev/null || skip "chrt (util-linux) is not installed"
+	# SCHED_BATCH is the caller's choice: no slice request
+	run chrt -b 0 "$THROTTLE" run s --concurrency 1 -- sh -c \
+	    'awk '\''$1 == "se.slice" || $1 == "policy" { print $3 }'\'' /proc/$PPID/sched'
+	[ "$status" -eq 0 ]
+	[ "${lines[*]}" = "3 $BASE" ]
+}
+
+@test "a batch runs at the default slice: it is not a short call" {
+	needs_slices
+	coproc BATCH { exec "$THROTTLE" batch 2>/dev/null; }
+	pid=$BATCH_PID
+	track "$pid"
+	echo "consume k --limit 2/1m" >&"${BATCH[1]}"
+	read -r -t 10 first <&"${BATCH[0]}"
+	[ "$(field remaining "$first")" = 1 ]
+	[ "$(cat "/proc/$pid/comm")" = throttle ]
+	[ "$(slice_of "$pid")" = "$BASE" ]
+	exec {BATCH[1]}>&-
+}
