@@ -707,7 +707,6 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	int full, state_failed = 0;
 
 	(void)a;
-	slice_default(); /* a batch runs long: not a call's short slice */
 	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
 		answer_usage(ans,
 		    "batch: answers are JSON lines; leave --format out");
@@ -778,5 +777,6 @@ const struct cmd_entry cmd_batch_entry = {
 	.min_args = 0,
 	.max_args = 0,
 	.operand_is_key = 0,
+	.runs_long = 1,
 	.exec = batch_exec,
 };

@@ -163,5 +163,6 @@ const struct cmd_entry cmd_gc_entry = {
 	.min_args = 0,
 	.max_args = 0,
 	.makes_no_file = 1,
+	.runs_long = 1,
 	.exec = gc_exec,
 };

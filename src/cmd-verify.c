@@ -98,5 +98,6 @@ const struct cmd_entry cmd_verify_entry = {
 	.min_args = 0,
 	.max_args = 0,
 	.reads_only = 1,
+	.runs_long = 1,
 	.exec = verify_exec,
 };

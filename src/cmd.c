@@ -240,6 +240,8 @@ cmd_main(int argc, char **argv)
 			rc = help(&a);
 			break;
 		}
+		if (a.cmd->runs_long)
+			slice_default();
 		answer_init(&ans);
 		memset(&c, 0, sizeof(c));
 		if (ctx_init(&c, &a, &ans) == 0)

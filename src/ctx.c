@@ -27,7 +27,8 @@ has_word(const char *words, const char *word)
 
 /*
  * Build the context of a command line.  0, or -1 with a usage error in
- * the answer (a bad THROTTLE_FORMAT, THROTTLE_NOW, or --db).
+ * the answer (a bad THROTTLE_FORMAT, THROTTLE_SLICE, THROTTLE_NOW, or
+ * --db).
  */
 int
 ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
@@ -45,6 +46,12 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		return answer_usage(ans,
 		    "THROTTLE_FORMAT: '%s' is not a format; use text, json or "
 		    "shell",
+		    env);
+	if ((env = getenv("THROTTLE_SLICE")) != NULL && *env != '\0' &&
+	    strcmp(env, "short") != 0 && strcmp(env, "default") != 0)
+		return answer_usage(ans,
+		    "THROTTLE_SLICE: '%s' is not a scheduler slice; use short "
+		    "or default",
 		    env);
 	c->quiet = a->quiet;
 	c->lock_timeout = a->lock_timeout;

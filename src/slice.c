@@ -10,14 +10,18 @@
  * (sched_attr.sched_runtime, clamped to 0.1-100 ms): it keeps its share
  * of the CPU, as its nice value is unchanged, but runs and is woken in
  * smaller steps, so a woken waiter gets a CPU sooner.  Earlier kernels
- * ignore the request for SCHED_OTHER; where the call is refused (seccomp,
- * a kernel without sched_setattr) nothing changes.
+ * take the request for SCHED_OTHER and ignore the length; where the call
+ * fails (a kernel without sched_setattr, a seccomp filter that returns an
+ * error) nothing changes.  A filter that kills on a call it does not list
+ * must list sched_getattr and sched_setattr, or the caller sets
+ * THROTTLE_SLICE=default, which asks for nothing.
  *
  * Only a SCHED_OTHER process asks: chrt's batch, idle or real-time
  * policies are the caller's choice and are left as they are, as is the
- * nice value.  What throttle runs (run's command) starts with the
- * kernel's default slice again (slice_default()).  The PAM module never
- * asks: its host's scheduling is not throttle's to change.
+ * nice value.  What throttle runs (run's command), and the commands that
+ * run long (batch, gc, verify: cmd_entry.runs_long), get the caller's
+ * slice back (slice_default()).  The PAM module never asks: its host's
+ * scheduling is not throttle's to change.
  */
 #ifdef __linux__
 #include <sys/syscall.h>
@@ -25,6 +29,7 @@
 
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,46 +49,80 @@ struct sched_attr0 {
 	uint64_t deadline;
 	uint64_t period;
 };
+_Static_assert(sizeof(struct sched_attr0) == 48, "SCHED_ATTR_SIZE_VER0");
 
 static int slice_asked; /* this process asked for SLICE_NS */
+static uint64_t slice_was; /* the caller's slice, in ns, before */
 
-/* Ask for a slice of ns nanoseconds (0: the default): 0, or -1. */
+/* The process's scheduling into *a, if it is SCHED_OTHER: 0, or -1. */
 static int
-slice_set(uint64_t ns)
+slice_get(struct sched_attr0 *a)
 {
-#if defined(__linux__) && defined(SYS_sched_getattr) &&                        \
-    defined(SYS_sched_setattr)
-	struct sched_attr0 a;
-
-	memset(&a, 0, sizeof(a));
-	if (syscall(SYS_sched_getattr, 0, &a, sizeof(a), 0) == -1 ||
-	    a.policy != SCHED_OTHER)
+#if defined(__linux__) && defined(SYS_sched_getattr)
+	memset(a, 0, sizeof(*a));
+	if (syscall(SYS_sched_getattr, 0, a, sizeof(*a), 0) == -1 ||
+	    a->policy != SCHED_OTHER)
 		return -1;
-	a.size = sizeof(a);
-	a.flags &= RESET_ON_FORK;
-	a.priority = 0;
-	a.runtime = ns;
-	a.deadline = 0;
-	a.period = 0;
-	return syscall(SYS_sched_setattr, 0, &a, 0) == -1 ? -1 : 0;
+	return 0;
 #else
+	(void)a;
+	return -1;
+#endif
+}
+
+/* Ask for a slice of ns nanoseconds (0: the kernel's default), the
+ * policy, nice value and reset-on-fork flag left as a says: 0, or -1. */
+static int
+slice_set(struct sched_attr0 *a, uint64_t ns)
+{
+#if defined(__linux__) && defined(SYS_sched_setattr)
+	a->size = sizeof(*a);
+	a->flags &= RESET_ON_FORK;
+	a->priority = 0;
+	a->runtime = ns;
+	a->deadline = 0;
+	a->period = 0;
+	return syscall(SYS_sched_setattr, 0, a, 0) == -1 ? -1 : 0;
+#else
+	(void)a;
 	(void)ns;
 	return -1;
 #endif
 }
 
-/* Ask for the short slice (the throttle binary, from main()). */
+/*
+ * Ask for the short slice (the throttle binary, from main()), unless
+ * THROTTLE_SLICE says default (or anything but short: ctx_init() refuses
+ * a value it does not know), or the caller's slice is that short already.
+ */
 void
 slice_short(void)
 {
-	if (!slice_asked && slice_set(SLICE_NS) == 0)
+	const char *env = getenv("THROTTLE_SLICE");
+	struct sched_attr0 a;
+
+	if (slice_asked ||
+	    (env != NULL && *env != '\0' && strcmp(env, "short") != 0) ||
+	    slice_get(&a) == -1 || a.runtime <= SLICE_NS)
+		return;
+	slice_was = a.runtime;
+	if (slice_set(&a, SLICE_NS) == 0)
 		slice_asked = 1;
 }
 
-/* Give the default slice back, before exec or a long run (batch). */
+/*
+ * Give the caller's slice back, before exec or a long run (batch, gc,
+ * verify): the kernel's default, or the caller's own if it had asked for
+ * one (a slice read back is a length, not whether it was asked for).
+ */
 void
 slice_default(void)
 {
-	if (slice_asked && slice_set(0) == 0)
-		slice_asked = 0;
+	struct sched_attr0 a;
+
+	if (!slice_asked || slice_get(&a) == -1 || slice_set(&a, 0) == -1)
+		return;
+	slice_asked = 0;
+	if (slice_get(&a) == 0 && a.runtime != slice_was)
+		slice_set(&a, slice_was);
 }

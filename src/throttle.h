@@ -319,6 +319,8 @@ struct cmd_entry {
 	const char *reads_only_with; /* ... with one of these first operands */
 	int makes_no_file; /* writes only to a file that is there: a missing
 			      one is read as a store with no keys */
+	int runs_long; /* not a short call: gives the scheduler slice back
+			  (slice.c) */
 	/* Do the command's work; the answer says what to print. */
 	void (*exec)(struct ctx *, const struct args *, struct answer *);
 };
@@ -658,6 +660,10 @@ shed_update(const struct shed_params *, int64_t, int64_t, int64_t, int64_t);
 int64_t shed_drop_chance(int64_t, int);
 int shed_check(int64_t, int64_t, const char **);
 
+/* slice.c */
+void slice_short(void);
+void slice_default(void);
+
 /* slots.c */
 size_t slots_encoded_max(size_t);
 size_t slots_encode(const struct slot *, size_t, unsigned char *);
@@ -816,10 +822,6 @@ const char *store_error(const struct store *);
 int store_missing(const struct store *, char *, size_t);
 void store_close(struct store *);
 int store_default_path(char *, size_t, const char **);
-
-/* slice.c */
-void slice_short(void);
-void slice_default(void);
 
 /* store-sqlite.c */
 extern const struct store_ops store_sqlite_ops;

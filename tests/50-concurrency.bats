@@ -64,8 +64,9 @@ race() {
 
 # needs_slices: the kernel takes a slice request from a process (Linux
 # 6.12 and later) and shows each process's slice in /proc/PID/sched.
+# BASE: this shell's slice, which what throttle runs must get back.
 needs_slices() {
-	local v
+	local v maj min
 	v=$(uname -r)
 	v=${v%%-*}
 	IFS=. read -r maj min _ <<<"$v"
@@ -74,7 +75,7 @@ needs_slices() {
 	grep -q '^se.slice' /proc/self/sched 2>/dev/null ||
 		skip "this kernel does not show se.slice in /proc/PID/sched"
 	BASE=$(slice_of "$BASHPID")
-	[ "$BASE" != 100000 ] || skip "the suite itself runs at a 0.1 ms slice"
+	[ "$BASE" -gt 100000 ] || skip "the suite itself runs at a 0.1 ms slice"
 }
 
 # slice_of PID: the process's scheduler slice in nanoseconds
@@ -82,30 +83,70 @@ slice_of() {
 	awk '$1 == "se.slice" { print $3 }' "/proc/$1/sched"
 }
 
+# The slices of the wrapper of run --concurrency and of its command
+SLICES='awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$PPID/sched /proc/$$/sched'
+
 @test "a call runs at a 0.1 ms scheduler slice; what it runs gets the default back" {
 	needs_slices
-	# the wrapper of run --concurrency (the parent of sh) and its command
-	run "$THROTTLE" run s --concurrency 1 -- sh -c \
-	    'awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$PPID/sched /proc/$$/sched'
+	run "$THROTTLE" run s --concurrency 1 -- sh -c "$SLICES"
 	[ "$status" -eq 0 ]
-	[ "${lines[0]}" = 100000 ]
-	[ "${lines[1]}" = "$BASE" ]
+	[ "${lines[*]}" = "100000 $BASE" ]
 	# run --limit becomes its command
 	run "$THROTTLE" run s2 --limit 1/1s -- sh -c \
 	    'awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$$/sched'
 	[ "$status" -eq 0 ]
 	[ "$output" = "$BASE" ]
+	# THROTTLE_SLICE=default asks for nothing; short is the default
+	THROTTLE_SLICE=default run "$THROTTLE" run s --concurrency 1 -- sh -c "$SLICES"
+	[ "${lines[*]}" = "$BASE $BASE" ]
+	THROTTLE_SLICE=short run "$THROTTLE" run s --concurrency 1 -- sh -c "$SLICES"
+	[ "${lines[*]}" = "100000 $BASE" ]
+	THROTTLE_SLICE=tiny run --separate-stderr "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[ "$stderr" = "throttle: THROTTLE_SLICE: 'tiny' is not a scheduler slice; use short or default" ]
 }
 
-@test "the slice request keeps the caller's nice value and leaves other policies alone" {
+@test "a caller's own scheduler slice is what run's command gets back" {
+	needs_slices
+	case $(uname -m) in
+	x86_64) nr=314 ;;
+	aarch64) nr=274 ;;
+	*) skip "no sched_setattr number for $(uname -m) here" ;;
+	esac
+	command -v perl >/dev/null || skip "needs perl to set a slice"
+	# perl asks for a 3 ms slice (struct sched_attr, 48 bytes; the nice
+	# value as it is), then becomes throttle
+	own() {
+		perl -e '$a = pack("LLQlLQQQ", 48, 0, 0, getpriority(0, 0), 0, 3000000, 0, 0);
+		    syscall(shift, 0, $a, 0) == 0 or die "sched_setattr: $!\n"; exec @ARGV or die' \
+		    "$nr" "$@"
+	}
+	run own "$THROTTLE" run s --concurrency 1 -- sh -c "$SLICES"
+	[ "$status" -eq 0 ]
+	[ "${lines[*]}" = "100000 3000000" ]
+	run own "$THROTTLE" run s2 --limit 1/1s -- sh -c \
+	    'awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$$/sched'
+	[ "$status" -eq 0 ]
+	[ "$output" = 3000000 ]
+}
+
+@test "the slice request keeps the caller's nice value, flags and other policies" {
 	needs_slices
 	# field 19 of /proc/PID/stat is the nice value (the name, field 2,
-	# has no spaces here)
+	# has no spaces here); nice adds 5 to this shell's, up to 19
+	n=$(($(cut -d" " -f19 "/proc/$BASHPID/stat") + 5))
+	((n <= 19)) || n=19
 	run nice -n 5 "$THROTTLE" run s --concurrency 1 -- sh -c \
 	    'for p in $PPID $$; do awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$p/sched; cut -d" " -f19 /proc/$p/stat; done'
 	[ "$status" -eq 0 ]
-	[ "${lines[*]}" = "100000 5 $BASE 5" ]
+	[ "${lines[*]}" = "100000 $n $BASE $n" ]
 	command -v chrt >/dev/null || skip "chrt (util-linux) is not installed"
+	# SCHED_RESET_ON_FORK is kept
+	run chrt -R -o 0 "$THROTTLE" run s --concurrency 1 -- sh -c \
+	    'chrt -p $PPID; awk '\''$1 == "se.slice" { print $3 }'\'' /proc/$PPID/sched'
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == *"SCHED_OTHER|SCHED_RESET_ON_FORK" ]]
+	[ "${lines[2]}" = 100000 ]
 	# SCHED_BATCH is the caller's choice: no slice request
 	run chrt -b 0 "$THROTTLE" run s --concurrency 1 -- sh -c \
 	    'awk '\''$1 == "se.slice" || $1 == "policy" { print $3 }'\'' /proc/$PPID/sched'
