@@ -61,6 +61,17 @@ login() {
 	[[ "$output" == *"Flags: NODELETE"* ]]
 }
 
+@test "pam module: never asks for a scheduler slice: the host's scheduling is its own" {
+	[ -f "$MODULE" ] || skip "pam_throttle.so is not built (apt-get install libpam0g-dev, then make)"
+	command -v objdump >/dev/null || skip "needs objdump (binutils)"
+	objdump -d "$MODULE" >dis
+	# its code names its functions (not stripped), and no call is to
+	# slice_short (only the binary's main() makes one)
+	grep -q '<slice_short>:' dis
+	run grep -c 'call.*<slice_short>' dis
+	[ "$output" = 0 ]
+}
+
 @test "pam module: 5 wrong, then the right password refused, minutes left told" {
 	needs_module
 	service "db=$TMP/state.db"
