@@ -10,8 +10,8 @@
  * (sched_attr.sched_runtime, clamped to 0.1-100 ms): it keeps its share
  * of the CPU, as its nice value is unchanged, but runs and is woken in
  * smaller steps, so a woken waiter gets a CPU sooner.  Earlier kernels
- * take the request for SCHED_OTHER and ignore the length; where the call
- * fails (a kernel without sched_setattr, a seccomp filter that returns an
+ * report no slice (sched_runtime 0) and are not asked; where a call fails
+ * (a kernel without sched_getattr, a seccomp filter that returns an
  * error) nothing changes.  A filter that kills on a call it does not list
  * must list sched_getattr and sched_setattr, or the caller sets
  * THROTTLE_SLICE=default, which asks for nothing.
