@@ -47,8 +47,7 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		    "THROTTLE_FORMAT: '%s' is not a format; use text, json or "
 		    "shell",
 		    env);
-	if ((env = getenv("THROTTLE_SLICE")) != NULL && *env != '\0' &&
-	    strcmp(env, "short") != 0 && strcmp(env, "default") != 0)
+	if (slice_wanted(&env) == -1)
 		return answer_usage(ans,
 		    "THROTTLE_SLICE: '%s' is not a scheduler slice; use short "
 		    "or default",

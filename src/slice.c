@@ -91,19 +91,35 @@ slice_set(struct sched_attr0 *a, uint64_t ns)
 }
 
 /*
+ * What THROTTLE_SLICE asks for: 1 the short slice (unset, empty or
+ * "short"), 0 none ("default"), -1 a value it cannot be (*bad set).
+ */
+int
+slice_wanted(const char **bad)
+{
+	const char *env = getenv("THROTTLE_SLICE");
+
+	if (env == NULL || *env == '\0' || strcmp(env, "short") == 0)
+		return 1;
+	if (strcmp(env, "default") == 0)
+		return 0;
+	*bad = env;
+	return -1;
+}
+
+/*
  * Ask for the short slice (the throttle binary, from main()), unless
- * THROTTLE_SLICE says default (or anything but short: ctx_init() refuses
- * a value it does not know), or the caller's slice is that short already.
+ * THROTTLE_SLICE asks for none (a bad value asks for none, and
+ * ctx_init() refuses it), or the caller's slice is that short already.
  */
 void
 slice_short(void)
 {
-	const char *env = getenv("THROTTLE_SLICE");
+	const char *bad;
 	struct sched_attr0 a;
 
-	if (slice_asked ||
-	    (env != NULL && *env != '\0' && strcmp(env, "short") != 0) ||
-	    slice_get(&a) == -1 || a.runtime <= SLICE_NS)
+	if (slice_asked || slice_wanted(&bad) != 1 || slice_get(&a) == -1 ||
+	    a.runtime <= SLICE_NS)
 		return;
 	slice_was = a.runtime;
 	if (slice_set(&a, SLICE_NS) == 0)

@@ -661,6 +661,7 @@ int64_t shed_drop_chance(int64_t, int);
 int shed_check(int64_t, int64_t, const char **);
 
 /* slice.c */
+int slice_wanted(const char **);
 void slice_short(void);
 void slice_default(void);
 
