@@ -20,6 +20,8 @@ unchanged() {
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA journal_mode')" = wal ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA application_id')" = 1953002100 ]
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA user_version')" = 5 ]
+	# 1 KiB pages: a quarter of each frame a new process reads again
+	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA page_size')" = 1024 ]
 }
 
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
@@ -597,21 +599,41 @@ hold_turn() {
 	let_go
 }
 
-@test "the WAL stays between calls and is checkpointed once it holds 16 frames" {
-	needs_sqlite
-	at 1 consume k --limit 1000/1s
-	max=0 small=0
+# wal_cycle PAGE: 59 calls on k keep state.db-wal within 16 frames of PAGE
+# bytes, and empty it more than once.
+wal_cycle() {
+	local max=0 small=0 n size
 	for n in $(seq 2 60); do
 		at "$n" consume k --limit 1000/1s
 		size=$(stat -c %s state.db-wal)
 		[ "$size" -gt "$max" ] && max=$size
-		[ "$size" -lt 8300 ] && small=$((small + 1))
+		[ "$size" -le $((32 + 2 * ($1 + 24))) ] && small=$((small + 1))
 	done
-	# 16 frames of a 4 KiB page and its 24-byte header, after the
-	# WAL's own 32 bytes: checkpointed at the close that passes them
-	[ "$max" -le $((32 + 17 * 4120)) ] || { echo "the WAL grew to $max bytes"; return 1; }
+	# 16 frames of a page and its 24-byte header, after the WAL's own
+	# 32 bytes: checkpointed at the close that passes them
+	[ "$max" -le $((32 + 17 * ($1 + 24))) ] || { echo "the WAL grew to $max bytes"; return 1; }
+	# and more than 8 frames (so not checkpointed far too soon)
+	[ "$max" -gt $((32 + 8 * ($1 + 24))) ] || { echo "the WAL never passed $max bytes"; return 1; }
 	# and it was emptied more than once in 59 calls
-	[ "$small" -ge 3 ]
+	[ "$small" -ge 3 ] || { echo "emptied $small times"; return 1; }
+}
+
+@test "the WAL stays between calls and is checkpointed once it holds 16 frames" {
+	needs_sqlite
+	at 1 consume k --limit 1000/1s
+	[ "$(sqlite3 state.db 'PRAGMA page_size')" = 1024 ]
+	wal_cycle 1024
+	sqlite_ok
+}
+
+@test "a file with 4 KiB pages keeps them, and its WAL the same 16 frames" {
+	# as an earlier throttle made it
+	needs_sqlite
+	at 1 consume k --limit 1000/1s
+	sqlite3 state.db 'PRAGMA journal_mode=DELETE; PRAGMA page_size=4096; VACUUM; PRAGMA journal_mode=WAL' >/dev/null
+	[ "$(sqlite3 state.db 'PRAGMA page_size')" = 4096 ]
+	wal_cycle 4096
+	[ "$(sqlite3 state.db 'PRAGMA page_size')" = 4096 ]
 	sqlite_ok
 }
 
@@ -933,13 +955,14 @@ hold_turn() {
 	    THROTTLE_NOW=1 "$THROTTLE" batch >/dev/null
 	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
 	size=$(stat -c %s state.db)
+	page=$(sqlite3 state.db 'PRAGMA page_size')
 	RANDOM=7
 	trials=0
 	while [ "$trials" -lt 25 ]; do
 		cp state.db bad.db
-		# flip a few bytes past the header, in a b-tree page
+		# flip a few bytes past the first page, in a b-tree page
 		for f in 1 2 3; do
-			off=$((4096 + (RANDOM * 32768 + RANDOM) % (size - 4096)))
+			off=$((page + (RANDOM * 32768 + RANDOM) % (size - page)))
 			printf "\\x$(printf %02x $((RANDOM % 256)))" |
 			    dd of=bad.db bs=1 seek="$off" conv=notrunc 2>/dev/null
 		done
@@ -969,8 +992,9 @@ hold_turn() {
 	# where the random bytes met a decision's pages is chance (a consume
 	# tidies from a random key); one file every decision meets: the
 	# table's root page is no b-tree page any more
+	root=$(sqlite3 state.db "SELECT rootpage FROM sqlite_schema WHERE name = 'rec'")
 	cp state.db bad.db
-	printf '\x00' | dd of=bad.db bs=1 seek=4096 conv=notrunc 2>/dev/null
+	printf '\x00' | dd of=bad.db bs=1 seek=$(((root - 1) * page)) conv=notrunc 2>/dev/null
 	cp bad.db bad.orig
 	for k in key7 key150 fresh; do
 		run at 2 consume "$k" --limit 5/1h --db bad.db
