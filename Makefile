@@ -81,7 +81,7 @@ endif
 # in src/algo.c; the wildcard finds the file.
 ALGOS =		$(patsubst %.c,%.o,$(sort $(wildcard src/algo-*.c)))
 PURE =		src/algo.o $(ALGOS) src/lease.o src/limit.o src/parse.o \
-		src/record.o src/shed.o src/slots.o
+		src/record.o src/shed.o src/slots.o src/pool.o
 OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/policy.o src/txn.o src/answer.o src/output.o src/escape.o \
 		src/log.o src/keystate.o src/rate.o src/concurrency.o \
@@ -92,7 +92,8 @@ OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/slice.o src/store.o src/store-sqlite.o src/faultvfs.o \
 		src/xmalloc.o $(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
-		tests/unit/test-property tests/unit/test-layers
+		tests/unit/test-property tests/unit/test-layers \
+		tests/unit/test-pool
 
 # The PAM module, pam_throttle.so: built when PAM's headers are found
 # (libpam0g-dev; make PAM=0 leaves it out, PAM=1 insists), from the same

@@ -242,6 +242,8 @@ cmd_main(int argc, char **argv)
 		}
 		if (a.cmd->runs_long)
 			slice_default();
+		else
+			store_sqlite_pool();
 		answer_init(&ans);
 		memset(&c, 0, sizeof(c));
 		if (ctx_init(&c, &a, &ans) == 0)

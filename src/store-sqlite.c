@@ -1549,6 +1549,87 @@ store_sqlite_single_thread(void)
 	turn_ok = 1; /* promise 8: see turn_ok */
 }
 
+/*
+ * SQLite's memory from a pool (pool.c), for a command that ends soon: not
+ * for batch, gc and verify (cmd_main() asks for it only for the others),
+ * not for the PAM module; and not in a build with AddressSanitizer, nor
+ * under valgrind's memcheck, which find a block overrun or leaked only
+ * among malloc()'s.  Before any other SQLite call but sqlite3_config().
+ */
+static struct pool pool;
+static char pool_area[256 * 1024] __attribute__((aligned(16)));
+
+static void *
+pool_xmalloc(int n)
+{
+	return pool_alloc(&pool, (size_t)n);
+}
+
+static void
+pool_xfree(void *p)
+{
+	pool_free(&pool, p);
+}
+
+static void *
+pool_xrealloc(void *p, int n)
+{
+	return pool_realloc(&pool, p, (size_t)n);
+}
+
+static int
+pool_xsize(void *p)
+{
+	return (int)pool_size(p);
+}
+
+static int
+pool_xroundup(int n)
+{
+	return (int)pool_roundup((size_t)n);
+}
+
+static int
+pool_xinit(void *arg)
+{
+	(void)arg;
+	return SQLITE_OK;
+}
+
+static void
+pool_xshutdown(void *arg)
+{
+	(void)arg;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_SANITIZED 1
+#endif
+#endif
+#ifndef POOL_SANITIZED
+#define POOL_SANITIZED 0
+#endif
+
+void
+store_sqlite_pool(void)
+{
+	static const sqlite3_mem_methods methods = { pool_xmalloc, pool_xfree,
+		pool_xrealloc, pool_xsize, pool_xroundup, pool_xinit,
+		pool_xshutdown, NULL };
+	const char *preload = getenv("LD_PRELOAD");
+
+	/* memcheck's own library is preloaded into what it checks (not so
+	 * callgrind's, which counts a call's instructions as they are) */
+	if (POOL_SANITIZED ||
+	    (preload != NULL && strstr(preload, "vgpreload_memcheck") != NULL))
+		return;
+	pool_init(&pool, pool_area, sizeof(pool_area));
+	sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+}
+
 /* Close the SQLite connection (the struct stays). */
 static void
 sq_disconnect(struct sq *sq)

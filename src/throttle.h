@@ -642,6 +642,21 @@ int policy_find(struct ctx *, struct args *, struct answer *);
 int policy_merge(struct args *, char *);
 int policy_spec(const struct args *, char *, size_t, const char **);
 
+/* pool.c */
+#define POOL_CLASSES 44 /* size classes: 16 bytes to POOL_BIG */
+#define POOL_BIG 65536 /* bytes of the largest class, its header in */
+struct pool {
+	void *free[POOL_CLASSES]; /* given-back blocks, by class */
+	char *next, *end; /* the rest of the area blocks are cut from */
+	unsigned areas; /* areas mapped after the first */
+};
+void pool_init(struct pool *, void *, size_t);
+void *pool_alloc(struct pool *, size_t);
+void pool_free(struct pool *, void *);
+void *pool_realloc(struct pool *, void *, size_t);
+size_t pool_size(const void *);
+size_t pool_roundup(size_t);
+
 /* rate.c */
 int rate_usable(const struct args *, struct answer *);
 int rate_decide(struct ctx *, const struct args *, int, int64_t,
@@ -828,6 +843,7 @@ int store_default_path(char *, size_t, const char **);
 extern const struct store_ops store_sqlite_ops;
 const char *store_sqlite_version(void);
 void store_sqlite_single_thread(void);
+void store_sqlite_pool(void);
 
 /* store-redis.c (built with REDIS=1) */
 #define REDIS_ONE 0 /* redis:// or unix://: one server */

@@ -1047,3 +1047,19 @@ wal_cycle() {
 	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
 	[ "$stderr" = "" ]
 }
+
+@test "a short call whose SQLite needs many times its first 256 KiB reads every key right" {
+	# inspect is a short call: SQLite's memory comes from its pool,
+	# which grows by areas past the first
+	needs_sqlite
+	seq 20000 | awk '{ print "consume key" $1 " --limit 5/1h --cost " ($1 % 5 + 1) }' |
+	    THROTTLE_NOW=1 "$THROTTLE" batch >/dev/null
+	THROTTLE_NOW=2 "$THROTTLE" inspect --format json >"$TMP/all"
+	[ "$(wc -l <"$TMP/all")" -eq 20000 ]
+	[[ "$(head -n 1 "$TMP/all")" == *'"key":"key1",'*'"remaining":3,'* ]]
+	[ "$(grep -c '"remaining":0,' "$TMP/all")" -eq 4000 ]
+	[ "$(grep -c '"remaining":4,' "$TMP/all")" -eq 4000 ]
+	run at 2 consume key19996 --limit 5/1h --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"remaining":2,'* ]]
+}
