@@ -133,6 +133,15 @@ unchanged() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"app.db: is a SQLite database of another program"* ]]
 	unchanged app.db
+	# tables of virtual-table modules throttle's SQLite may not have
+	sqlite3 fts.db 'CREATE VIRTUAL TABLE doc USING fts5(body); CREATE VIRTUAL TABLE box USING rtree(id, x0, x1); INSERT INTO doc VALUES ("x")'
+	cp fts.db fts.db.orig
+	for cmd in "consume k --limit 1/1s" inspect verify gc; do
+		run at 1 $cmd --db fts.db
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output"; return 1; }
+		[[ "$output" == *"fts.db: is a SQLite database of another program"* ]]
+		unchanged fts.db
+	done
 	sqlite3 wal.db 'PRAGMA journal_mode=WAL; CREATE TABLE t(x)' >/dev/null
 	cp wal.db wal.db.orig
 	run at 1 consume k --limit 1/1s --db wal.db
