@@ -43,10 +43,12 @@ endif
 # throttle where libsqlite3.a holds them in objects of their own, as
 # Debian's does; registering them on every open cost a consume 2% of its
 # time.  make SQLITE_TRIM=0 links them.
-SQLITE_TRIM ?=	$(if $(filter static,$(SQLITE)),$(if $(SQLITE_A),$(shell \
-		    ar t $(SQLITE_A) 2>/dev/null | \
+ifeq ($(origin SQLITE_TRIM),undefined)
+SQLITE_TRIM :=	$(if $(filter static,$(SQLITE)),$(if $(SQLITE_A),$(shell \
+		    $(AR) t $(SQLITE_A) 2>/dev/null | \
 		    grep -cxE 'fts3\.o|fts5\.o|rtree\.o|dbstat\.o|stmt\.o' | \
 		    sed 's/^5$$/1/;t;s/.*/0/'),0),0)
+endif
 TRIM_OBJS =	$(if $(filter 1,$(SQLITE_TRIM)),src/sqlite-trim.o)
 
 # The Redis store needs hiredis: on when its headers are found (make
@@ -316,7 +318,7 @@ bench: throttle build/throttle-dynamic $(BENCH_BINS)
 
 clean:
 	rm -f throttle throttle-fault pam_throttle.so $(OBJS) $(UNIT) \
-	    $(FUZZERS) $(BENCH_BINS)
+	    src/sqlite-trim.o $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work build
 
 .PHONY: all unit check lint asan fuzz faultcheck soak bench install uninstall clean \

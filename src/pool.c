@@ -28,6 +28,28 @@
 
 #include "throttle.h"
 
+/*
+ * In a build with AddressSanitizer, what SQLite may not touch is poisoned:
+ * the areas, each block's header, and a block given back; so a read or
+ * write past a block, or into one given back, is found as it would be
+ * among malloc()'s.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_ASAN 1
+#endif
+#endif
+#ifdef POOL_ASAN
+#include <sanitizer/asan_interface.h>
+#define POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define POISON(p, n) ((void)(p), (void)(n))
+#define UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 #define HDR 16 /* a block's header: its class, or BIG */
 #define BIG 0xffffffffu /* the class of a block malloc()ed on its own */
 #define AREA ((size_t)256 * 1024) /* bytes of each area after the first */
@@ -61,12 +83,17 @@ class_size(unsigned k)
 	return (size_t)(4 + (k - 4) % 4 + 1) << ((k - 4) / 4 + 4);
 }
 
+/* The class in the header of the block whose bytes start at p. */
 static uint32_t
 header(const void *p)
 {
+	const char *h = (const char *)p - HDR;
 	uint32_t k;
 
-	memcpy(&k, (const char *)p - HDR, sizeof(k));
+	UNPOISON(h, sizeof(k));
+	memcpy(&k, h, sizeof(k));
+	if (k != BIG)
+		POISON(h, sizeof(k));
 	return k;
 }
 
@@ -77,6 +104,7 @@ pool_init(struct pool *pool, void *first, size_t len)
 	memset(pool, 0, sizeof(*pool));
 	pool->next = first;
 	pool->end = (char *)first + len;
+	POISON(first, len);
 }
 
 /* A block of n bytes, or NULL if there is no memory for it. */
@@ -102,6 +130,7 @@ pool_alloc(struct pool *pool, size_t n)
 	if ((p = pool->free[k]) != NULL) {
 		void *next; /* kept where the block's bytes go */
 
+		UNPOISON(p + HDR, sizeof(next));
 		memcpy(&next, p + HDR, sizeof(next));
 		pool->free[k] = next;
 	} else {
@@ -115,11 +144,15 @@ pool_alloc(struct pool *pool, size_t n)
 			pool->next = area;
 			pool->end = (char *)area + AREA;
 			pool->areas++;
+			POISON(area, AREA);
 		}
 		p = pool->next;
 		pool->next += sz;
+		UNPOISON(p, sizeof(uint32_t));
 		memcpy(p, &(uint32_t){ k }, sizeof(uint32_t));
+		POISON(p, sizeof(uint32_t));
 	}
+	UNPOISON(p + HDR, sz - HDR);
 	return p + HDR;
 }
 
@@ -137,11 +170,14 @@ pool_free(struct pool *pool, void *v)
 		free(p);
 		return;
 	}
+	POISON(v, class_size(k) - HDR);
 	if (p + class_size(k) == pool->next) {
 		pool->next = p; /* the last block cut: the area's end again */
 		return;
 	}
+	UNPOISON(v, sizeof(pool->free[k]));
 	memcpy(v, &pool->free[k], sizeof(pool->free[k]));
+	POISON(v, sizeof(pool->free[k]));
 	pool->free[k] = p;
 }
 
@@ -149,10 +185,12 @@ pool_free(struct pool *pool, void *v)
 size_t
 pool_size(const void *v)
 {
-	uint32_t k = header(v);
+	uint32_t k;
 	size_t n;
 
-	if (k != BIG)
+	if (v == NULL)
+		return 0;
+	if ((k = header(v)) != BIG)
 		return class_size(k) - HDR;
 	memcpy(&n, (const char *)v - 8, sizeof(n));
 	return n;

@@ -1555,9 +1555,10 @@ store_sqlite_single_thread(void)
 /*
  * SQLite's memory from a pool (pool.c), for a command that ends soon: not
  * for batch, gc and verify (cmd_main() asks for it only for the others),
- * not for the PAM module; and not in a build with AddressSanitizer, nor
- * under valgrind's memcheck, which find a block overrun or leaked only
- * among malloc()'s.  Before any other SQLite call but sqlite3_config().
+ * not for the PAM module, and not under valgrind's memcheck, which finds
+ * a block leaked only among malloc()'s (AddressSanitizer is told of the
+ * pool's blocks: pool.c).  Once, before any other SQLite call but
+ * sqlite3_config().
  */
 static struct pool pool;
 static char pool_area[256 * 1024] __attribute__((aligned(16)));
@@ -1605,17 +1606,6 @@ pool_xshutdown(void *arg)
 	(void)arg;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POOL_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POOL_SANITIZED 1
-#endif
-#endif
-#ifndef POOL_SANITIZED
-#define POOL_SANITIZED 0
-#endif
-
 void
 store_sqlite_pool(void)
 {
@@ -1623,14 +1613,17 @@ store_sqlite_pool(void)
 		pool_xrealloc, pool_xsize, pool_xroundup, pool_xinit,
 		pool_xshutdown, NULL };
 	const char *preload = getenv("LD_PRELOAD");
+	static int asked;
 
 	/* memcheck's own library is preloaded into what it checks (not so
 	 * callgrind's, which counts a call's instructions as they are) */
-	if (POOL_SANITIZED ||
+	if (asked ||
 	    (preload != NULL && strstr(preload, "vgpreload_memcheck") != NULL))
 		return;
-	pool_init(&pool, pool_area, sizeof(pool_area));
-	sqlite3_config(SQLITE_CONFIG_MALLOC, &methods);
+	asked = 1;
+	/* SQLite takes no block before it starts, and refuses once it has */
+	if (sqlite3_config(SQLITE_CONFIG_MALLOC, &methods) == SQLITE_OK)
+		pool_init(&pool, pool_area, sizeof(pool_area));
 }
 
 /* Close the SQLite connection (the struct stays). */

@@ -151,6 +151,61 @@ areas(void)
 	CHECK(pool_alloc(&p, 3000) != NULL, "and blocks are reused after");
 }
 
+/* The edges: the largest class and the first size past it, the smallest
+ * class's blocks (just room for the list's pointer), and an area's end. */
+static void
+edges(void)
+{
+	struct pool p;
+	char *a, *b, *c;
+	size_t top = POOL_BIG - 16;
+
+	pool_init(&p, area, sizeof(area));
+	a = pool_alloc(&p, top);
+	CHECK(a != NULL && pool_size(a) == top && a == area + 16,
+	    "%zu bytes: the largest class, from the area", top);
+	pool_free(&p, a);
+	b = pool_alloc(&p, top + 1);
+	CHECK(b != NULL && pool_size(b) == top + 1 &&
+		(b < area || b >= area + sizeof(area)),
+	    "%zu bytes: a block of its own", top + 1);
+	memset(b, 1, top + 1);
+	c = pool_realloc(&p, b, top);
+	CHECK(c != NULL && c >= area && c < area + sizeof(area) &&
+		pool_size(c) == top && c[0] == 1 && c[top - 1] == 1,
+	    "shrunk to the largest class: back in the area, bytes kept");
+	b = pool_realloc(&p, c, top + 1);
+	CHECK(b != NULL && pool_size(b) == top + 1 && b[top - 1] == 1,
+	    "and grown past it again: a block of its own, bytes kept");
+	pool_free(&p, b);
+	CHECK(pool_size(NULL) == 0, "a NULL block holds nothing");
+
+	pool_init(&p, area, sizeof(area));
+	a = pool_alloc(&p, 1);
+	b = pool_alloc(&p, 16);
+	c = pool_alloc(&p, 1);
+	pool_free(&p, a);
+	pool_free(&p, c); /* the last one cut: back to the area */
+	CHECK(pool_alloc(&p, 8) == a && pool_alloc(&p, 16) == c,
+	    "the smallest class (16 bytes, room for the list's pointer): "
+	    "its list first, then the area's end");
+	(void)b;
+
+	/* fill the first area to its last byte, then give that block back
+	 * after an area was mapped: it goes on its list, the new area's end
+	 * stays where it is */
+	pool_init(&p, area, sizeof(area));
+	a = pool_alloc(&p, sizeof(area) - 16);
+	CHECK(a == area + 16 && p.next == p.end, "a block can fill the area");
+	b = pool_alloc(&p, 100);
+	CHECK(b != NULL && p.areas == 1, "the next one maps an area");
+	c = p.next;
+	pool_free(&p, a);
+	CHECK(p.next == c && pool_alloc(&p, sizeof(area) - 16) == a,
+	    "a block of an earlier area goes on its list, not back to the "
+	    "area being cut");
+}
+
 int
 main(void)
 {
@@ -158,5 +213,6 @@ main(void)
 	reuse();
 	grow();
 	areas();
+	edges();
 	return unit_done();
 }
