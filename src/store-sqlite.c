@@ -99,9 +99,9 @@ _Static_assert(sizeof(off_t) == 8, "build with -D_FILE_OFFSET_BITS=64");
  * (about 5000 instructions a 4 KiB frame, measured), and a checkpoint
  * syncs twice.  A size, not a chance (it was one close in 16), so the
  * cost of a decision stays within the same bounds from call to call.
- * The size of a WAL of n frames of pages of p bytes:
  */
 #define WAL_FRAMES 16
+/* the size of a WAL of n frames of pages of p bytes */
 #define WAL_SIZE(n, p) (32 + (n) * ((p) + 24))
 
 /*
