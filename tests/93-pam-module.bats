@@ -72,6 +72,20 @@ login() {
 	[ "$output" = 0 ]
 }
 
+@test "pam module: never gives SQLite the pool: the host's SQLite keeps its own allocator" {
+	# sqlite3_config() is process-wide, and the host (sshd, login) may use
+	# SQLite itself: only cmd_main(), the binary's, installs the pool,
+	# and nothing in the module calls cmd_main()
+	[ -f "$MODULE" ] || skip "pam_throttle.so is not built (apt-get install libpam0g-dev, then make)"
+	command -v objdump >/dev/null || skip "needs objdump (binutils)"
+	objdump -d "$MODULE" >dis
+	grep -q '<store_sqlite_pool>:' dis
+	run awk '/^[0-9a-f]+ <.*>:$/ { f = $2 } /call.*<store_sqlite_pool>/ { print f }' dis
+	[ "$output" = "<cmd_main>:" ]
+	run grep -c 'call.*<cmd_main>' dis
+	[ "$output" = 0 ]
+}
+
 @test "pam module: 5 wrong, then the right password refused, minutes left told" {
 	needs_module
 	service "db=$TMP/state.db"
