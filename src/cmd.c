@@ -14,6 +14,16 @@
 
 #include "throttle.h"
 
+/* The C library the binary was built with, for --version: a bug report
+ * about users or host names depends on it (musl has no NSS modules). */
+#if defined(THROTTLE_MUSL)
+#define LIBC_NAME "; libc: musl"
+#elif defined(__GLIBC__)
+#define LIBC_NAME "; libc: glibc"
+#else
+#define LIBC_NAME ""
+#endif
+
 extern const struct cmd_entry cmd_consume_entry, cmd_check_entry,
     cmd_release_entry, cmd_inspect_entry, cmd_reset_entry, cmd_acquire_entry,
     cmd_renew_entry, cmd_shed_entry, cmd_run_entry, cmd_gc_entry,
@@ -219,12 +229,12 @@ cmd_main(int argc, char **argv)
 	case PARSE_VERSION:
 #ifdef THROTTLE_REDIS
 		printf("throttle %s (stores: sqlite %s, redis with hiredis "
-		       "%s)\n",
+		       "%s%s)\n",
 		    THROTTLE_VERSION, store_sqlite_version(),
-		    store_redis_version());
+		    store_redis_version(), LIBC_NAME);
 #else
-		printf("throttle %s (stores: sqlite %s)\n", THROTTLE_VERSION,
-		    store_sqlite_version());
+		printf("throttle %s (stores: sqlite %s%s)\n", THROTTLE_VERSION,
+		    store_sqlite_version(), LIBC_NAME);
 #endif
 		rc = EXIT_ALLOWED;
 		break;

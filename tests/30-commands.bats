@@ -242,4 +242,6 @@ load lib
 	run "$THROTTLE" --version
 	[ "$status" -eq 0 ]
 	[[ "$output" == "throttle "[0-9]*"sqlite"* ]]
+	# the C library, which decides how users and hosts are found
+	[[ "$output" =~ \;\ libc:\ (musl|glibc)\)$ ]]
 }
