@@ -10,15 +10,17 @@
  * (the last block cut goes back to the area).  Blocks are never merged
  * and memory never goes back to the system, which suits one short call
  * (throttle consume, check, acquire ...); batch, gc and verify, which run
- * long, keep malloc (cmd_entry.runs_long).
+ * long, keep malloc (cmd_entry.runs_long), which in the build linked with
+ * musl is a pool too (musl-malloc.c).
  *
  * A block is 16 bytes of header (its class) and the bytes asked for,
  * rounded up to its class: 16, 32, 48 and 64 bytes, then four classes to
  * each doubling (80, 96, 112, 128, 160, ...), so a block is less than a
  * quarter larger than it need be, up to POOL_BIG (64 KiB); a larger block
- * is a malloc() of its own, freed when it is.  Blocks are aligned to 16
- * bytes.  The first area is the caller's (a static array costs nothing
- * until it is touched); further areas are mmap(2)ed.
+ * is mmap(2)ed on its own, unmapped when it is given back.  Blocks are
+ * aligned to 16 bytes.  The first area is the caller's (a static array
+ * costs nothing until it is touched; it may be empty); further areas, of
+ * pool.area bytes, are mmap(2)ed.
  */
 #include <sys/mman.h>
 
@@ -51,8 +53,7 @@
 #endif
 
 #define HDR 16 /* a block's header: its class, or BIG */
-#define BIG 0xffffffffu /* the class of a block malloc()ed on its own */
-#define AREA ((size_t)256 * 1024) /* bytes of each area after the first */
+#define BIG 0xffffffffu /* the class of a block mapped on its own */
 
 _Static_assert(POOL_CLASSES == 44, "classes 16..64 KiB, four a doubling");
 
@@ -104,7 +105,35 @@ pool_init(struct pool *pool, void *first, size_t len)
 	memset(pool, 0, sizeof(*pool));
 	pool->next = first;
 	pool->end = (char *)first + len;
+	pool->area = POOL_AREA;
 	POISON(first, len);
+}
+
+/* A block of its own of n bytes: its header says BIG and n. */
+static void *
+big_alloc(size_t n)
+{
+	char *p;
+
+	if (n > SIZE_MAX - HDR)
+		return NULL;
+	p = mmap(NULL, n + HDR, PROT_READ | PROT_WRITE,
+	    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	memcpy(p, &(uint32_t){ BIG }, sizeof(uint32_t));
+	memcpy(p + 8, &n, sizeof(n));
+	return p + HDR;
+}
+
+/* The bytes a block of its own holds. */
+static size_t
+big_size(const void *v)
+{
+	size_t n;
+
+	memcpy(&n, (const char *)v - 8, sizeof(n));
+	return n;
 }
 
 /* A block of n bytes, or NULL if there is no memory for it. */
@@ -117,13 +146,8 @@ pool_alloc(struct pool *pool, size_t n)
 
 	if (n == 0)
 		n = 1;
-	if (n > POOL_BIG - HDR) {
-		if (n > SIZE_MAX - HDR || (p = malloc(n + HDR)) == NULL)
-			return NULL;
-		memcpy(p, &(uint32_t){ BIG }, sizeof(uint32_t));
-		memcpy(p + 8, &n, sizeof(n));
-		return p + HDR;
-	}
+	if (n > POOL_BIG - HDR)
+		return big_alloc(n);
 	need = n + HDR;
 	k = class_of(need);
 	sz = class_size(k);
@@ -135,16 +159,17 @@ pool_alloc(struct pool *pool, size_t n)
 		pool->free[k] = next;
 	} else {
 		if ((size_t)(pool->end - pool->next) < sz) {
-			void *area = mmap(NULL, AREA, PROT_READ | PROT_WRITE,
-			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			void *area =
+			    mmap(NULL, pool->area, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 
 			if (area == MAP_FAILED)
 				return NULL;
 			/* what was left of the last area is lost */
 			pool->next = area;
-			pool->end = (char *)area + AREA;
+			pool->end = (char *)area + pool->area;
 			pool->areas++;
-			POISON(area, AREA);
+			POISON(area, pool->area);
 		}
 		p = pool->next;
 		pool->next += sz;
@@ -167,7 +192,7 @@ pool_free(struct pool *pool, void *v)
 		return;
 	p = (char *)v - HDR;
 	if ((k = header(v)) == BIG) {
-		free(p);
+		munmap(p, big_size(v) + HDR);
 		return;
 	}
 	POISON(v, class_size(k) - HDR);
@@ -186,14 +211,12 @@ size_t
 pool_size(const void *v)
 {
 	uint32_t k;
-	size_t n;
 
 	if (v == NULL)
 		return 0;
 	if ((k = header(v)) != BIG)
 		return class_size(k) - HDR;
-	memcpy(&n, (const char *)v - 8, sizeof(n));
-	return n;
+	return big_size(v);
 }
 
 /* The bytes a block of n bytes would hold. */
@@ -223,17 +246,9 @@ pool_realloc(struct pool *pool, void *v, size_t n)
 		return pool_alloc(pool, n);
 	have = pool_size(v);
 	big = header(v) == BIG;
-	if (n <= have && !big)
+	/* a block of its own is not shrunk while it stays one */
+	if (n <= have && (!big || n > POOL_BIG - HDR))
 		return v;
-	if (big && n > POOL_BIG - HDR) {
-		char *p;
-
-		if (n > SIZE_MAX - HDR ||
-		    (p = realloc((char *)v - HDR, n + HDR)) == NULL)
-			return NULL;
-		memcpy(p + 8, &n, sizeof(n));
-		return p + HDR;
-	}
 	if ((q = pool_alloc(pool, n)) == NULL)
 		return NULL;
 	memcpy(q, v, have < n ? have : n);

@@ -645,10 +645,12 @@ int policy_spec(const struct args *, char *, size_t, const char **);
 /* pool.c */
 #define POOL_CLASSES 44 /* size classes: 16 bytes to POOL_BIG */
 #define POOL_BIG 65536 /* bytes of the largest class, its header in */
+#define POOL_AREA ((size_t)256 * 1024) /* bytes of each area mapped */
 struct pool {
 	void *free[POOL_CLASSES]; /* given-back blocks, by class */
 	char *next, *end; /* the rest of the area blocks are cut from */
 	unsigned areas; /* areas mapped after the first */
+	size_t area; /* the size of each: POOL_AREA unless changed */
 };
 void pool_init(struct pool *, void *, size_t);
 void *pool_alloc(struct pool *, size_t);

@@ -52,7 +52,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 }
 
 @test "README Quick start: the first command's run, and every make target it names" {
-	line=$(doc 77c1fa524445)
+	line=$(doc 1a720aa858e4)
 	[[ "$line" == "apt-get update && apt-get install -y "*" && make && ./throttle consume hello --limit 3/1m --format json" ]]
 	# the build and install are proven by make fresh-check in a fresh
 	# Debian; here, the decision it ends with
