@@ -1,6 +1,7 @@
 /*
- * musl-mem.c: memcpy(), memmove() and memset() for the throttle linked
- * with musl (make LIBC=musl; see the Makefile), in place of musl's own.
+ * musl-mem.c: memcpy(), memmove(), memset() and memcmp() for the
+ * throttle linked with musl (make LIBC=musl; see the Makefile), in place
+ * of musl's own.
  *
  * musl's x86_64 versions are a `rep movsq` or `rep stosq`, with single
  * `movsb` instructions for the unaligned ends.  On the virtual machines
@@ -16,6 +17,12 @@
  * loaded first, so memmove() copies forward when the destination is
  * below the source and backward when it is above, and nothing is read
  * after it was overwritten.
+ *
+ * musl's memcmp() compares a byte at a time; it was a third of a batch's
+ * time on the Redis store, which compares each request's key with those
+ * its group has read.  This one compares 8 bytes at a time, and where
+ * two words differ, their byte-swapped values order them as their first
+ * differing bytes do.
  */
 #if defined(THROTTLE_MUSL)
 
@@ -35,6 +42,7 @@ typedef uint16_t u16 __attribute__((aligned(1), may_alias));
 void *memcpy(void *restrict dst, const void *restrict src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);
+int memcmp(const void *a, const void *b, size_t n);
 
 /* n <= 32 bytes: every byte loaded before any is stored */
 static inline void
@@ -154,6 +162,27 @@ memset(void *dst, int c, size_t n)
 	} else if (n == 1)
 		*d = (unsigned char)c;
 	return dst;
+}
+
+int
+memcmp(const void *a, const void *b, size_t n)
+{
+	const unsigned char *p = a, *q = b;
+	size_t i = 0;
+
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	for (; i + 8 <= n; i += 8) {
+		uint64_t x = *(const u64 *)(p + i), y = *(const u64 *)(q + i);
+
+		if (x != y)
+			return __builtin_bswap64(x) < __builtin_bswap64(y) ? -1
+									   : 1;
+	}
+#endif
+	for (; i < n; i++)
+		if (p[i] != q[i])
+			return p[i] < q[i] ? -1 : 1;
+	return 0;
 }
 
 #else

@@ -6,7 +6,8 @@
  * having written nothing past the object.  src/musl-mem.c: memcpy(),
  * memmove() and memset() agree with a byte loop at every length to 300
  * and past 4 KiB, at every alignment of both ends, and memmove() over
- * every overlap, both ways, touching nothing outside the destination.
+ * every overlap, both ways, touching nothing outside the destination;
+ * memcmp() orders as a byte loop wherever the first difference is.
  * src/musl-malloc.c: malloc() and its family on a pool: calloc() zeroes
  * a block that was used before and refuses a product that overflows;
  * realloc() keeps the bytes, within a class, across classes and past
@@ -40,6 +41,7 @@ static void *(*volatile copy)(void *restrict, const void *restrict,
     size_t) = memcpy;
 static void *(*volatile move)(void *, const void *, size_t) = memmove;
 static void *(*volatile set)(void *, int, size_t) = memset;
+static int (*volatile cmp)(const void *, const void *, size_t) = memcmp;
 
 #define ARENA 5000
 static unsigned char arena[ARENA], want[ARENA];
@@ -51,6 +53,36 @@ fill(unsigned char *p, size_t n, unsigned seed)
 
 	for (i = 0; i < n; i++)
 		p[i] = (unsigned char)(seed * 131u + i * 7u + (i >> 8));
+}
+
+static int
+sign(int x)
+{
+	return (x > 0) - (x < 0);
+}
+
+/* memcmp of n bytes at a and b (offsets in the arena), equal but for the
+ * byte at diff (if diff < n), made larger (up) or smaller in b, and the
+ * byte after it the other way: 1 if it orders them as a byte loop does */
+static int
+cmp_agrees(size_t a, size_t b, size_t n, size_t diff, int up)
+{
+	size_t i;
+	int order = 0;
+
+	fill(arena + a, n, 7);
+	fill(arena + b, n, 7);
+	if (diff < n)
+		arena[b + diff] =
+		    (unsigned char)(arena[a + diff] + (up ? 1 : -1));
+	/* and the next byte the other way: the first difference decides */
+	if (diff + 1 < n)
+		arena[b + diff + 1] =
+		    (unsigned char)(arena[a + diff + 1] + (up ? -1 : 1));
+	for (i = 0; i < n && order == 0; i++)
+		if (arena[a + i] != arena[b + i])
+			order = arena[a + i] < arena[b + i] ? -1 : 1;
+	return sign(cmp(arena + a, arena + b, n)) == order;
 }
 
 /* memcpy, memmove and memset from src to dst (offsets in the arena), n
@@ -125,6 +157,22 @@ mem(void)
 	    "memmove over every overlap, both ways (%zu "
 	    "disagree)",
 	    overlap);
+	/* memcmp: equal, and a difference at every place, either way (a
+	 * byte that wraps, 0xff + 1 or 0 - 1, is a difference too) */
+	for (n = 0, bad[0] = 0; n <= 70; n++)
+		for (a = 0; a < 8; a++)
+			for (i = 0; i <= n; i++) {
+				bad[0] +=
+				    !cmp_agrees(16 + a, 2400 + 3 * a, n, i, 0);
+				bad[0] +=
+				    !cmp_agrees(16 + a, 2400 + 3 * a, n, i, 1);
+			}
+	bad[0] += !cmp_agrees(8, 4000, 700, 699, 1);
+	bad[0] += !cmp_agrees(8, 4000, 700, 0, 0);
+	CHECK(bad[0] == 0,
+	    "memcmp orders as a byte loop, at every length and place (%zu "
+	    "disagree)",
+	    bad[0]);
 }
 
 /* Whether the call, in a child, aborts (SIGABRT) without writing past its
