@@ -174,10 +174,22 @@ pam_throttle.so: $(PIC_OBJS) build/pic/pam_throttle.o src/pam_throttle.map
 	    $(shell $(PKG_CONFIG) --libs sqlite3 2>/dev/null || echo -lsqlite3) \
 	    $(if $(REDIS_OBJS),-lhiredis) -lpam -lm $(LIBS)
 
+# A libsqlite3.a or libhiredis.a of another system may call a glibc
+# function that musl lacks and src/musl-compat.c does not give: then the
+# link with musl fails, and throttle is linked with glibc instead.
+ifeq ($(LIBC),musl)
+LINK_FAILED =	{ cat build/link.log >&2; echo "throttle: the link with" \
+		    "musl failed (above); linking with glibc instead (make" \
+		    "LIBC=glibc does so from the start)" >&2; \
+		    $(MAKE) --no-print-directory LIBC=glibc throttle; }
+else
+LINK_FAILED =	{ cat build/link.log >&2; exit 1; }
+endif
+
 throttle: $(BIN_OBJS)
 	@mkdir -p build
 	$(BIN_CC) $(LDFLAGS) $(STATIC_LDFLAGS) -o $@ $(BIN_OBJS) $(LIBS_ALL) \
-	    2>build/link.log || { cat build/link.log >&2; exit 1; }
+	    2>build/link.log || $(LINK_FAILED)
 	@# the expected notes on static glibc's NSS calls (above) go only to
 	@# build/link.log; anything else the linker says is shown
 	@grep -v -e 'statically linked applications requires at runtime' \
