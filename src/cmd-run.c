@@ -48,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -76,6 +77,82 @@ cannot_run(int err)
 {
 	return err == ENOENT || err == ENOTDIR ? EXIT_NOT_FOUND
 					       : EXIT_CANNOT_RUN;
+}
+
+/*
+ * Run file with execv(), and where the kernel cannot (ENOEXEC: a script
+ * without a #! line), as a shell script: execv("/bin/sh", {sh, file,
+ * args...}).  POSIX asks this of execvp(), and glibc's does it; musl's
+ * does not, and a throttle linked with musl must run the same commands.
+ */
+static int
+exec_or_sh(const char *file, char *const argv[])
+{
+	char **sh;
+	int n, err;
+
+	execv(file, argv);
+	if ((err = errno) != ENOEXEC)
+		return err;
+	for (n = 0; argv[n] != NULL; n++)
+		;
+	if ((sh = malloc(((size_t)n + 2) * sizeof(*sh))) == NULL)
+		return ENOMEM;
+	sh[0] = "sh";
+	sh[1] = (char *)file;
+	memcpy(sh + 2, argv + 1, (size_t)n * sizeof(*sh)); /* NULL too */
+	execv("/bin/sh", sh);
+	err = errno;
+	free(sh);
+	return err;
+}
+
+/*
+ * execvp() with the shell for scripts without #!, whatever the libc: the
+ * command as given if it holds a slash, else the first file of that name
+ * in $PATH (default "/bin:/usr/bin", as glibc's) that can be executed.
+ * Returns only on failure, with the errno to report: EACCES if a file
+ * was found but none could be run, else the last error met.
+ */
+static int
+exec_command(char *const argv[])
+{
+	const char *file = argv[0], *path, *p, *end;
+	size_t flen = strlen(file), dlen;
+	int err = ENOENT, denied = 0;
+	char *buf;
+
+	if (strchr(file, '/') != NULL)
+		return exec_or_sh(file, argv);
+	if (flen == 0)
+		return ENOENT;
+	if ((path = getenv("PATH")) == NULL)
+		path = "/bin:/usr/bin";
+	if ((buf = malloc(strlen(path) + flen + 2)) == NULL)
+		return ENOMEM;
+	for (p = path;; p = end + 1) {
+		if ((end = strchr(p, ':')) == NULL)
+			end = p + strlen(p);
+		/* an empty element is the current folder */
+		dlen = (size_t)(end - p);
+		memcpy(buf, p, dlen);
+		if (dlen > 0)
+			buf[dlen++] = '/';
+		memcpy(buf + dlen, file, flen + 1);
+		err = exec_or_sh(buf, argv);
+		if (err == EACCES)
+			denied = 1;
+		else if (err != ENOENT && err != ENOTDIR && err != ELOOP &&
+		    err != ENAMETOOLONG)
+			break; /* found, and it fails for itself */
+		if (*end == '\0') {
+			if (denied)
+				err = EACCES;
+			break;
+		}
+	}
+	free(buf);
+	return err;
 }
 
 /* Close whichever of two pipes were made. */
@@ -176,8 +253,7 @@ start_job(const struct args *a, struct job *j)
 		signal(SIGPIPE, SIG_DFL);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		slice_default(); /* the command's, not a call's */
-		execvp(a->command[0], a->command);
-		err = errno;
+		err = exec_command(a->command);
 		/* the wrapper says why (run_job()), and what became of the
 		 * unit it charged; said here only if it cannot be told */
 		if (write(report[1], &err, sizeof(err)) == -1)
@@ -363,8 +439,7 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 	fflush(NULL);
 	signal(SIGPIPE, SIG_DFL);
 	slice_default();
-	execvp(a->command[0], a->command);
-	err = errno;
+	err = exec_command(a->command);
 	signal(SIGPIPE, SIG_IGN);
 	log_msg("run: %s: %s%s", a->command[0], strerror(err),
 	    charged == CHARGE_DONE ? "; its unit is given back" : "");

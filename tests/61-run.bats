@@ -192,6 +192,30 @@ wait_gone() {
 	[ "$output" = ran ]
 }
 
+@test "run: a script without #! runs in sh, found by its path or in PATH, whatever the libc" {
+	# POSIX execvp(); glibc's does it, musl's does not, so throttle does
+	mkdir "$TMP/bin"
+	printf 'echo "script ran: $1 $2"\nexit 4\n' >"$TMP/bin/no-shebang"
+	chmod +x "$TMP/bin/no-shebang"
+	run at 10 run nightly --limit 1/1d -- "$TMP/bin/no-shebang" a 'b c'
+	[ "$status" -eq 4 ]
+	[ "$output" = "script ran: a b c" ]
+	run env PATH="$TMP/nothing-here::$TMP/bin:/usr/bin:/bin" THROTTLE_NOW=86410 \
+	    "$THROTTLE" run nightly --limit 1/1d -- no-shebang x y
+	[ "$status" -eq 4 ]
+	[ "$output" = "script ran: x y" ]
+	run env PATH="$TMP/bin:/usr/bin:/bin" "$THROTTLE" run c --concurrency 1 -- no-shebang p q
+	[ "$status" -eq 4 ]
+	[ "$output" = "script ran: p q" ]
+	# a file in PATH that may not be executed, and none that may: 126
+	chmod -x "$TMP/bin/no-shebang"
+	run -126 --separate-stderr env PATH="$TMP/bin" "$THROTTLE" run c --concurrency 1 -- no-shebang
+	[ "$stderr" = "throttle: run: no-shebang: Permission denied" ]
+	# and none at all: 127
+	run -127 --separate-stderr env PATH="$TMP/bin" "$THROTTLE" run c --concurrency 1 -- no-such-command
+	[ "$stderr" = "throttle: run: no-such-command: No such file or directory" ]
+}
+
 @test "run needs a rate or a slot count, a key, and a command after --" {
 	run "$THROTTLE" run k -- true
 	[ "$status" -eq 2 ]
