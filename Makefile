@@ -102,12 +102,27 @@ endif
 # keeps glibc.  Only the binary, bench/floor and the unit test of those
 # three files are musl's: the PAM module, the other unit tests, the
 # sanitized and the valgrind builds stay on glibc.
+# (A CC of more than one word, such as "ccache gcc", cannot be musl-gcc's
+# REALGCC; and once the link with musl has failed, build/musl-failed says
+# so and later builds link glibc until make clean.)
 MUSL_GCC ?=	musl-gcc
 ifeq ($(origin LIBC),undefined)
-LIBC :=		$(if $(and $(filter 1,$(STATIC)),$(shell command -v \
+LIBC :=		$(if $(and $(filter 1,$(STATIC)),$(filter 1,$(words $(CC))), \
+		    $(if $(wildcard build/musl-failed),,1),$(shell command -v \
 		    $(MUSL_GCC) 2>/dev/null),$(filter x86_64-%,$(shell \
 		    $(CC) -dumpmachine 2>/dev/null)),$(shell $(CC) -v 2>&1 | \
 		    grep '^gcc version')),musl,glibc)
+endif
+ifeq ($(LIBC),musl)
+ifneq ($(STATIC),1)
+$(error LIBC=musl links statically: it needs STATIC=1 and SQLITE=static)
+endif
+ifneq ($(words $(CC)),1)
+$(error LIBC=musl runs $(MUSL_GCC) with CC as its compiler, which must be one word, not "$(CC)")
+endif
+ifeq ($(shell $(CC) -v 2>&1 | grep '^gcc version'),)
+$(error LIBC=musl needs gcc (musl-gcc's specs file is gcc's), not CC=$(CC))
+endif
 endif
 ifeq ($(LIBC),musl)
 MUSL_DIR =	build/musl
@@ -179,14 +194,22 @@ pam_throttle.so: $(PIC_OBJS) build/pic/pam_throttle.o src/pam_throttle.map
 # link with musl fails, and throttle is linked with glibc instead.
 ifeq ($(LIBC),musl)
 LINK_FAILED =	{ cat build/link.log >&2; echo "throttle: the link with" \
-		    "musl failed (above); linking with glibc instead (make" \
-		    "LIBC=glibc does so from the start)" >&2; \
+		    "musl failed (above); linking with glibc instead, now and" \
+		    "until make clean (make LIBC=musl tries musl again)" >&2; \
+		    touch build/musl-failed; \
 		    $(MAKE) --no-print-directory LIBC=glibc throttle; }
 else
 LINK_FAILED =	{ cat build/link.log >&2; exit 1; }
 endif
 
-throttle: $(BIN_OBJS)
+# build/libc-musl or build/libc-glibc, the libc the binary was last linked
+# with: a build for the other one links again, though its objects are old
+build/libc-$(LIBC):
+	@mkdir -p build
+	@rm -f build/libc-*
+	@touch $@
+
+throttle: $(BIN_OBJS) build/libc-$(LIBC)
 	@mkdir -p build
 	$(BIN_CC) $(LDFLAGS) $(STATIC_LDFLAGS) -o $@ $(BIN_OBJS) $(LIBS_ALL) \
 	    2>build/link.log || $(LINK_FAILED)
