@@ -6,7 +6,10 @@
  * _FORTIFY_SOURCE, memcpy(), memset() and the printf family to their
  * checking variants.  Every other function they call musl has, with the
  * same calling convention and, on Linux, the kernel's own structures
- * (struct stat, struct flock, the O_ and F_ numbers).
+ * (struct stat, struct flock, the O_ and F_ numbers).  One difference is
+ * left, as nothing linked meets it: musl's tolower()/toupper() tables,
+ * which hiredis's sdstolower()/sdstoupper() would read, map bytes past
+ * 127 to 0 where glibc's keep them; throttle calls neither.
  *
  * The checking variants check as glibc's do: a copy longer than the
  * object the compiler saw is an overflow, and the process aborts rather
@@ -17,6 +20,7 @@
 #if defined(THROTTLE_MUSL)
 
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,7 +85,9 @@ __vsnprintf_chk(char *s, size_t n, int flag, size_t slen, const char *fmt,
 	(void)flag;
 	if (n > slen)
 		overflow();
-	return vsnprintf(s, n, fmt, ap);
+	/* musl's vsnprintf() refuses a size past INT_MAX (EOVERFLOW); no
+	 * output is that long, so the bound changes nothing else */
+	return vsnprintf(s, n > INT_MAX ? INT_MAX : n, fmt, ap);
 }
 
 int
@@ -109,7 +115,7 @@ __sprintf_chk(char *s, int flag, size_t slen, const char *fmt, ...)
 	if (slen == SIZE_MAX)
 		r = vsprintf(s, fmt, ap);
 	else
-		r = vsnprintf(s, slen, fmt, ap);
+		r = vsnprintf(s, slen > INT_MAX ? INT_MAX : slen, fmt, ap);
 	va_end(ap);
 	if (r >= 0 && slen != SIZE_MAX && (size_t)r >= slen)
 		overflow();

@@ -15,8 +15,10 @@
  * to), so the pool takes no lock.  Blocks are aligned to 16 bytes, as
  * malloc's must be on x86_64; a larger alignment, which nothing in
  * throttle, SQLite or hiredis asks for, is refused (EINVAL).  musl's
- * static library lets a program replace these functions, and its own
- * internals then use them.
+ * static library lets a program replace these functions: its public
+ * paths (fopen, getline, getaddrinfo, getpwuid ...) then use them, and
+ * the few internals that keep musl's own malloc (dlerror, the time
+ * zone) free what they took with it.
  */
 #if defined(THROTTLE_MUSL)
 
