@@ -257,8 +257,13 @@ src/store-sqlite.o: src/store-sqlite.c src/throttle.h
 	        "(Fedora), or brew install sqlite" >&2; exit 1; }
 	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -c -o $@ $<
 
+# Linked statically with glibc, throttle reads /etc/passwd itself rather
+# than load NSS modules built for the shared glibc (src/store.c); the PAM
+# module's objects (build/pic) keep getpwuid().
+NSS_CPPFLAGS =	$(if $(filter 1,$(STATIC)),-DTHROTTLE_NO_NSS)
+
 .c.o:
-	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(CFLAGS) -c -o $@ $<
+	$(CC) $(WARNINGS) $(CPPFLAGS_ALL) $(NSS_CPPFLAGS) $(CFLAGS) -c -o $@ $<
 
 $(OBJS): src/throttle.h
 

@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1327,6 +1328,31 @@ store_tidied_sheds(const struct store *st)
 }
 
 /*
+ * The password database's entry for uid.  A throttle linked statically
+ * with glibc (THROTTLE_NO_NSS) reads /etc/passwd itself: its getpwuid()
+ * would load the NSS modules of /etc/nsswitch.conf, built for the shared
+ * glibc, and libnss_systemd crashed it for a user not in /etc/passwd.
+ * Linked with musl or dynamically, getpwuid() is safe.
+ */
+static struct passwd *
+user_entry(uid_t uid)
+{
+#ifdef THROTTLE_NO_NSS
+	struct passwd *pw;
+	FILE *f;
+
+	if ((f = fopen("/etc/passwd", "re")) == NULL)
+		return NULL;
+	while ((pw = fgetpwent(f)) != NULL && pw->pw_uid != uid)
+		;
+	fclose(f); /* pw is fgetpwent()'s own, not the file's */
+	return pw;
+#else
+	return getpwuid(uid);
+#endif
+}
+
+/*
  * The default state file: /var/lib/throttle/state.db for root, otherwise
  * $XDG_STATE_HOME/throttle/state.db or ~/.local/state/throttle/state.db.
  */
@@ -1344,7 +1370,7 @@ store_default_path(char *buf, size_t len, const char **errstr)
 	else {
 		home = getenv("HOME");
 		if ((home == NULL || home[0] != '/') &&
-		    (pw = getpwuid(geteuid())) != NULL)
+		    (pw = user_entry(geteuid())) != NULL)
 			home = pw->pw_dir;
 		if (home == NULL || home[0] != '/') {
 			*errstr = "no home folder to keep state in; give --db "

@@ -39,6 +39,26 @@ unchanged() {
 	[ -f "$TMP/u/home2/.local/state/throttle/state.db" ]
 }
 
+@test "without HOME, the home folder is the password file's; a user not in it is told to give --db" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to run as a user not in /etc/passwd"
+	unpriv "$TMP/u"
+	unset THROTTLE_DB
+	# a user /etc/passwd does not know: the static glibc build once
+	# crashed here, in an NSS module built for the shared glibc
+	uid=4242
+	while awk -F: -v u="$uid" '$3 == u { f = 1 } END { exit !f }' /etc/passwd; do
+		uid=$((uid + 1))
+	done
+	run -2 --separate-stderr setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
+	    env -u HOME -u XDG_STATE_HOME THROTTLE_NOW=1 "$UTHROTTLE" consume k --limit 1/1s
+	[ "$stderr" = "throttle: --db: no home folder to keep state in; give --db or set THROTTLE_DB" ]
+	# nobody is in it: its home folder is the one used
+	home=$(awk -F: '$3 == 65534 { print $6; exit }' /etc/passwd)
+	[ -n "$home" ] || skip "no user 65534 in /etc/passwd"
+	run --separate-stderr "${UNPRIV[@]}" env -u HOME -u XDG_STATE_HOME THROTTLE_NOW=1 "$UTHROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 0 ] || [[ "$stderr" == "throttle: $home/.local/state/throttle/state.db: "* ]]
+}
+
 @test "root's default file is /var/lib/throttle/state.db" {
 	needs_unshare
 	# A private tmpfs over /var/lib, so the real one is never touched.
