@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -24,8 +25,13 @@ reader_left(void)
 int
 main(int argc, char **argv)
 {
+	static char errbuf[8192];
 	int rc;
 
+	/* stderr is unbuffered, and a message went out a byte or a piece at
+	 * a time: a line at a time, the messages of processes that share a
+	 * log (cron jobs, a CI job's steps) cannot interleave mid-line */
+	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
 	/*
 	 * A decision is committed before it is printed: a reader that went
 	 * away (EPIPE) must not turn its exit status into a signal's.

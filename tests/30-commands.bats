@@ -245,3 +245,16 @@ load lib
 	# the C library, which decides how users and hosts are found
 	[[ "$output" =~ \;\ libc:\ (musl|glibc)\)$ ]]
 }
+
+@test "a message goes to stderr in one write, so parallel callers' lines never interleave" {
+	command -v strace >/dev/null || skip "needs strace to count the writes"
+	export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+	at 1 consume $'k\x01ey' --limit 1/1m
+	# a refusal naming a key with a control byte (escaped on the way)
+	run -1 env THROTTLE_NOW=2 strace -f -o "$TMP/trace" -e trace=write,writev "$THROTTLE" consume $'k\x01ey' --limit 1/1m
+	[ "$(grep -cE '^[0-9]+ +writev?\(2,' "$TMP/trace")" -eq 1 ] || { cat "$TMP/trace"; return 1; }
+	grep -q 'throttle: k\\\\x01ey throttled' "$TMP/trace" || { cat "$TMP/trace"; return 1; }
+	# and a usage error
+	run -2 strace -f -o "$TMP/trace" -e trace=write,writev "$THROTTLE" consume k --limit 5/0s
+	[ "$(grep -cE '^[0-9]+ +writev?\(2,' "$TMP/trace")" -eq 1 ] || { cat "$TMP/trace"; return 1; }
+}
