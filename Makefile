@@ -447,7 +447,7 @@ bench: throttle build/throttle-dynamic $(BENCH_BINS) \
 
 clean:
 	rm -f throttle throttle-fault pam_throttle.so $(OBJS) $(UNIT) \
-	    tests/unit/test-musl-compat src/sqlite-trim.o \
+	    tests/unit/test-musl-compat src/sqlite-trim.o src/store-redis.o \
 	    $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work build
 

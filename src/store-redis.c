@@ -3173,6 +3173,12 @@ parse_host(const char *p, const char *end, char *host, int *port,
 	}
 	memcpy(host, p, n);
 	host[n] = '\0';
+	/* a host name is the same in any case, but musl's /etc/hosts lookup
+	 * tells them apart: ask in lower case, as the file most likely has
+	 * it (and as DNS ignores it) */
+	for (; n > 0; n--)
+		if (host[n - 1] >= 'A' && host[n - 1] <= 'Z')
+			host[n - 1] = (char)(host[n - 1] - 'A' + 'a');
 	if (colon != NULL &&
 	    parse_port(colon + 1, (size_t)(end - colon - 1), port) == -1) {
 		*why = "the port is not a number from 1 to 65535";
