@@ -96,8 +96,8 @@ endif
 # takes 0.78x the time with musl (bench/).  Debian's libsqlite3.a and
 # libhiredis.a are compiled against glibc's headers, and link with musl
 # given the few glibc functions src/musl-compat.c adds; musl's memcpy()
-# (src/musl-mem.c) and malloc() (src/musl-malloc.c) are replaced, as they
-# were slow here.  musl finds users in /etc/passwd (and through nscd), and
+# and its kin (src/musl-mem.c) and malloc() (src/musl-malloc.c) are
+# replaced, as they were slow here.  musl finds users in /etc/passwd (and through nscd), and
 # Redis hosts in /etc/hosts and DNS, without NSS modules.  make LIBC=glibc
 # keeps glibc.  Only the binary, bench/floor and the unit test of those
 # three files are musl's: the PAM module, the other unit tests, the
