@@ -73,11 +73,11 @@ LIBS_ALL =	$(SQLITE_LIBS) $(REDIS_LIBS) $(LIBS)
 
 # libc is linked statically too, when SQLite is and the toolchain has a
 # libc.a (Debian's libc6-dev does): the dynamic loader was a fifth of a
-# decision's instructions (bench/).  glibc still finds users and hosts
-# (getpwuid for a home folder, getaddrinfo for a Redis host) through
-# /etc/nsswitch.conf, loading the NSS modules of the glibc it was built
-# with; the linker says so in warnings, which are expected and are kept
-# in build/link.log rather than shown.  make
+# decision's instructions (bench/).  Static glibc still finds a Redis
+# host (getaddrinfo) through /etc/nsswitch.conf, loading the NSS modules
+# of the shared glibc; the linker says so in warnings, which are expected
+# and are kept in build/link.log rather than shown.  A home folder it
+# reads from /etc/passwd itself (NSS_CPPFLAGS, src/store.c).  make
 # STATIC=0 links libc dynamically.  valgrind cannot follow a static
 # binary's mallocs: make check runs its valgrind suite on
 # build/throttle-dynamic, the same objects linked dynamically.
