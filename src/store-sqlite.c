@@ -51,6 +51,7 @@
  */
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/time.h>
 
 #include <errno.h>
@@ -324,6 +325,35 @@ locked_err(struct sq *sq)
 	    t);
 }
 
+/*
+ * Whether the file, or its folder if it has none, is on a file system
+ * mounted read-only: SQLite says only that it cannot write or open it,
+ * and permissions are not what to check then.
+ */
+static int
+readonly_fs(const struct sq *sq)
+{
+	char dir[PATH_MAX], *slash;
+	struct statvfs vfs;
+
+	if (statvfs(sq->path, &vfs) == 0)
+		return (vfs.f_flag & ST_RDONLY) != 0;
+	snprintf(dir, sizeof(dir), "%s", sq->path);
+	if ((slash = strrchr(dir, '/')) == NULL)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		slash[slash == dir] = '\0';
+	return statvfs(dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
+}
+
+static void
+readonly_fs_err(struct sq *sq)
+{
+	set_err(sq,
+	    "cannot be written: its file system is mounted read-only; "
+	    "nothing was changed: keep the state on a writable one (--db)");
+}
+
 /* Put SQLite's failure of step what into words a user can act on. */
 static void
 sql_err(struct sq *sq, const char *what)
@@ -350,6 +380,10 @@ sql_err(struct sq *sq, const char *what)
 		    sqlite3_errmsg(sq->db));
 		break;
 	case SQLITE_READONLY:
+		if (readonly_fs(sq)) {
+			readonly_fs_err(sq);
+			break;
+		}
 		set_err(sq,
 		    "cannot be written (%s); check the permissions of "
 		    "the file and its folder",
@@ -361,6 +395,10 @@ sql_err(struct sq *sq, const char *what)
 		    "changed");
 		break;
 	case SQLITE_CANTOPEN:
+		if (readonly_fs(sq)) {
+			readonly_fs_err(sq);
+			break;
+		}
 		set_err(sq,
 		    "cannot be opened (%s); check the permissions of "
 		    "the file and its folder",
@@ -1942,6 +1980,10 @@ sq_begin(void *p, int write)
 		return 0;
 	}
 	if (write && sqlite3_db_readonly(sq->db, "main") == 1) {
+		if (readonly_fs(sq)) {
+			readonly_fs_err(sq);
+			return -1;
+		}
 		set_err(sq,
 		    "cannot be written (permission denied); check the "
 		    "permissions of the file and its folder");

@@ -939,6 +939,35 @@ wal_cycle() {
 	fi
 }
 
+@test "a state file on a read-only file system: exit 3, named as such, unchanged" {
+	needs_sqlite
+	if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
+		skip "needs root and unshare -m to mount a folder read-only"
+	fi
+	mkdir "$TMP/ro" && chmod 700 "$TMP/ro"
+	db=$TMP/ro/state.db
+	at 1 consume k --limit 3/1h --db "$db"
+	cp "$db" "$TMP/orig.db"
+	cp "$db-wal" "$TMP/orig.wal"
+	# each command in a mount namespace of its own, the folder bound
+	# read-only onto itself there
+	for c in "consume k --limit 3/1h --db $db" \
+	    "consume new --limit 3/1h --db $db" "reset k --db $db" \
+	    "consume k --limit 3/1h --db $TMP/ro/new.db"; do
+		# shellcheck disable=SC2086
+		run --separate-stderr unshare -m sh -c 'd=$1; shift
+		    mount --bind -o ro "$d" "$d" && exec "$@"' sh "$TMP/ro" \
+		    env THROTTLE_NOW=2 "$THROTTLE" $c
+		[ "$status" -eq 3 ] || { echo "$c: $status $stderr"; return 1; }
+		[[ "$stderr" == *": cannot be written: its file system is mounted read-only; nothing was changed"* ]] ||
+			{ echo "$c: $stderr"; return 1; }
+		[[ "$stderr" != *permissions* ]]
+	done
+	cmp "$db" "$TMP/orig.db"
+	cmp "$db-wal" "$TMP/orig.wal"
+	[ ! -e "$TMP/ro/new.db" ]
+}
+
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
 	for url in 'postgres://db/x' 'http://u:hunter2@x'; do
 		run at 1 consume k --limit 5/1h --db "$url"
