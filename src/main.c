@@ -25,13 +25,19 @@ reader_left(void)
 int
 main(int argc, char **argv)
 {
-	static char errbuf[8192];
+	static char errbuf[8192], outbuf[4096];
 	int rc;
 
 	/* stderr is unbuffered, and a message went out a byte or a piece at
 	 * a time: a line at a time, the messages of processes that share a
 	 * log (cron jobs, a CI job's steps) cannot interleave mid-line */
 	setvbuf(stderr, errbuf, _IOLBF, sizeof(errbuf));
+	/* stdout off a terminal is written when a command ends, or when
+	 * batch ends a group, as glibc buffers it; musl's writes its first
+	 * line at once, so a write that failed there took its errno (a full
+	 * disk) with it before the check below could name it */
+	if (!isatty(STDOUT_FILENO))
+		setvbuf(stdout, outbuf, _IOFBF, sizeof(outbuf));
 	/*
 	 * A decision is committed before it is printed: a reader that went
 	 * away (EPIPE) must not turn its exit status into a signal's.

@@ -258,3 +258,17 @@ load lib
 	run -2 strace -f -o "$TMP/trace" -e trace=write,writev "$THROTTLE" consume k --limit 5/0s
 	[ "$(grep -cE '^[0-9]+ +writev?\(2,' "$TMP/trace")" -eq 1 ] || { cat "$TMP/trace"; return 1; }
 }
+
+@test "a full disk under standard output is named; the decision stands and so does its exit code" {
+	[ -w /dev/full ] || skip "needs /dev/full"
+	run --separate-stderr at 1 consume k --limit 2/1m --format json
+	[ "$status" -eq 0 ]
+	at 1 consume k --limit 2/1m --format json >/dev/full 2>"$TMP/err" && s=0 || s=$?
+	[ "$s" -eq 0 ]
+	[ "$(cat "$TMP/err")" = "throttle: standard output: No space left on device" ] || { cat "$TMP/err"; return 1; }
+	# the second unit was taken: the key is empty now
+	run -1 at 1 consume k --limit 2/1m
+	at 1 inspect k >/dev/full 2>"$TMP/err" && s=0 || s=$?
+	[ "$s" -eq 0 ]
+	grep -qx "throttle: standard output: No space left on device" "$TMP/err"
+}
