@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -747,8 +748,17 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		if (g.nl == 0)
 			continue;
 		full = decide_group(c, st, &g, mem, &membuf, &state_failed);
-		if (full == -1)
+		if (full == -1) {
+			/* standard output failed: say why now, as musl's
+			 * stdout keeps no error but its flag (unless the
+			 * reader left), and drop what it still holds, so
+			 * main() does not say it again */
+			if (errno != EPIPE)
+				log_msg("standard output: %s", strerror(errno));
+			__fpurge(stdout);
+			clearerr(stdout);
 			break;
+		}
 		if (full)
 			pass_turn(st); /* let a waiting process have the lock */
 	}

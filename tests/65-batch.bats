@@ -235,3 +235,15 @@ load lib
 	run "$THROTTLE" inspect a
 	[ "$status" -eq 1 ]
 }
+
+@test "batch: a full disk under standard output is named once; the decisions stand" {
+	[ -w /dev/full ] || skip "needs /dev/full"
+	printf 'consume a --limit 2/1m\nconsume b --limit 2/1m\n' |
+		THROTTLE_NOW=1 "$THROTTLE" batch >/dev/full 2>"$TMP/err"
+	[ "$(cat "$TMP/err")" = "throttle: standard output: No space left on device" ] || { cat "$TMP/err"; return 1; }
+	run at 1 check a --limit 2/1m --cost 0 --format json
+	[ "$(field remaining "$output")" = 1 ]
+	# a reader that left is no error worth a word
+	printf 'consume a --limit 2/1m\n' | THROTTLE_NOW=1 "$THROTTLE" batch 2>"$TMP/err" | true
+	[ ! -s "$TMP/err" ]
+}
