@@ -60,7 +60,7 @@ ifeq ($(REDIS),1)
 HIREDIS_LIBDIR = $(shell $(PKG_CONFIG) --variable=libdir hiredis 2>/dev/null)
 HIREDIS_A =	$(firstword $(wildcard $(HIREDIS_LIBDIR)/libhiredis.a \
 		    /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)/libhiredis.a))
-REDIS_OBJS =	src/store-redis.o
+REDIS_OBJS =	src/store-redis.o src/resolve.o
 REDIS_CPPFLAGS = -DTHROTTLE_REDIS
 ifeq ($(SQLITE)$(if $(HIREDIS_A),,none),static)
 REDIS_LIBS =	$(HIREDIS_A)
@@ -147,7 +147,7 @@ endif
 # in src/algo.c; the wildcard finds the file.
 ALGOS =		$(patsubst %.c,%.o,$(sort $(wildcard src/algo-*.c)))
 PURE =		src/algo.o $(ALGOS) src/lease.o src/limit.o src/parse.o \
-		src/record.o src/shed.o src/slots.o src/pool.o
+		src/record.o src/shed.o src/slots.o src/pool.o src/hosts.o
 OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/policy.o src/txn.o src/answer.o src/output.o src/escape.o \
 		src/log.o src/keystate.o src/rate.o src/concurrency.o \
@@ -159,7 +159,7 @@ OBJS =		src/main.o src/cmd.o src/args.o src/help.o src/ctx.o \
 		src/xmalloc.o $(REDIS_OBJS) $(PURE)
 UNIT =		tests/unit/test-parse tests/unit/test-gcra tests/unit/test-windows \
 		tests/unit/test-property tests/unit/test-layers \
-		tests/unit/test-pool
+		tests/unit/test-pool tests/unit/test-hosts
 
 # The PAM module, pam_throttle.so: built when PAM's headers are found
 # (libpam0g-dev; make PAM=0 leaves it out, PAM=1 insists), from the same
@@ -291,7 +291,7 @@ check: throttle build/throttle-dynamic $(PAM_SO) $(UNIT)
 	@THROTTLE=$(CURDIR)/throttle \
 	    THROTTLE_DYNAMIC=$(CURDIR)/build/throttle-dynamic sh tests/run $(UNIT)
 
-LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c) \
+LINT_SRCS =	$(filter-out $(if $(REDIS_OBJS),,src/store-redis.c src/resolve.c) \
 		    $(if $(PAM_SO),,src/pam_throttle.c),$(wildcard src/*.c))
 lint: throttle
 	mandoc -Tlint -W warning man/throttle.1 man/pam_throttle.8
@@ -448,6 +448,7 @@ bench: throttle build/throttle-dynamic $(BENCH_BINS) \
 clean:
 	rm -f throttle throttle-fault pam_throttle.so $(OBJS) $(UNIT) \
 	    tests/unit/test-musl-compat src/sqlite-trim.o src/store-redis.o \
+	    src/resolve.o \
 	    $(FUZZERS) $(BENCH_BINS)
 	rm -rf fuzz/work build
 

@@ -451,6 +451,61 @@ connect_time(const struct rs *rs)
 	return tv;
 }
 
+/*
+ * A TCP connection to host:port within tv: the host's addresses from
+ * resolve_host(), within the same time (a DNS server that never answers
+ * held a call 10-20 s), tried in turn with what is left of it.  NULL with
+ * why set if the name was not found or not in time (why empty: out of
+ * memory); else a context, its err set if no address answered.
+ */
+static redisContext *
+connect_tcp(const char *host, int port, struct timeval tv, int *slow, char *why,
+    size_t whylen)
+{
+	int64_t t = (int64_t)tv.tv_sec * US_PER_SEC + tv.tv_usec,
+		end = clock_monotonic() + t, left;
+	struct addrs a;
+	redisContext *c = NULL;
+	int i, r;
+
+	why[0] = '\0';
+	if ((r = resolve_host(host, t, &a, why, whylen)) != 0) {
+		*slow = r == RESOLVE_SLOW;
+		return NULL;
+	}
+	for (i = 0; i < a.n; i++) {
+		if (c != NULL)
+			redisFree(c);
+		if ((left = end - clock_monotonic()) < 1000)
+			left = 1000;
+		tv.tv_sec = (time_t)(left / US_PER_SEC);
+		tv.tv_usec = (suseconds_t)(left % US_PER_SEC);
+		if ((c = redisConnectWithTimeout(a.a[i], port, tv)) == NULL ||
+		    !c->err)
+			return c;
+	}
+	return c;
+}
+
+/* The message for a host name connect_tcp() could not look up. */
+static void
+lookup_err(struct rs *rs, const char *who, const char *host, int slow,
+    const char *why)
+{
+	if (slow)
+		set_err(rs,
+		    "cannot connect to %s: its name %s was not looked up in "
+		    "time (--lock-timeout, or ?timeout=; is the DNS server in "
+		    "/etc/resolv.conf answering?)",
+		    who, host);
+	else
+		set_err(rs,
+		    "cannot connect to %s: its name %s was not found: %s (is "
+		    "it right? see /etc/hosts and DNS)",
+		    who, host, why);
+	rs->unavailable = 1;
+}
+
 /* Log in with user and password, if any: 0, or -1 with the error set. */
 static int
 log_in(struct rs *rs, const char *user, const char *password, const char *who)
@@ -485,6 +540,8 @@ use_node(struct rs *rs, int i)
 	struct node *nd = &rs->node[i];
 	struct timeval tv = connect_time(rs);
 	redisReply *r;
+	char why[200] = "";
+	int slow = 0;
 
 	if (nd->c != NULL && nd->c->err)
 		node_close(rs, i);
@@ -496,8 +553,14 @@ use_node(struct rs *rs, int i)
 		rs->unavailable = 1;
 		return -1;
 	}
-	nd->c = nd->port == 0 ? redisConnectUnixWithTimeout(nd->host, tv)
-			      : redisConnectWithTimeout(nd->host, nd->port, tv);
+	nd->c = nd->port == 0
+	    ? redisConnectUnixWithTimeout(nd->host, tv)
+	    : connect_tcp(nd->host, nd->port, tv, &slow, why, sizeof(why));
+	if (nd->c == NULL && why[0] != '\0') {
+		lookup_err(rs, "the server", nd->host, slow, why);
+		group_stalled(rs);
+		return -1;
+	}
 	if (nd->c == NULL) {
 		set_err(rs, "cannot connect: out of memory");
 		return -1;
@@ -2850,15 +2913,25 @@ find_master(struct rs *rs)
 	for (i = 0; i < u->nseed && !found; i++) {
 		struct timeval tv;
 		redisContext *c;
+		char why[200];
+		int slow = 0;
 
 		/* a sentinel that hangs leaves the others their share */
 		rs->slice = share(rs, u->nseed - i);
 		tv = connect_time(rs);
-		c = redisConnectWithTimeout(u->seed_host[i], u->seed_port[i],
-		    tv);
+		c = connect_tcp(u->seed_host[i], u->seed_port[i], tv, &slow,
+		    why, sizeof(why));
+		if (c == NULL) {
+			char who[300];
 
-		if (c == NULL)
+			if (why[0] == '\0')
+				continue;
+			rs->cur = -1; /* messages name the URL, not a master */
+			snprintf(who, sizeof(who), "Sentinel %s:%d",
+			    u->seed_host[i], u->seed_port[i]);
+			lookup_err(rs, who, u->seed_host[i], slow, why);
 			continue;
+		}
 		rs->c = c;
 		rs->cur = -1; /* messages name the URL, not a master */
 		if (c->err) {
@@ -3173,12 +3246,6 @@ parse_host(const char *p, const char *end, char *host, int *port,
 	}
 	memcpy(host, p, n);
 	host[n] = '\0';
-	/* a host name is the same in any case, but musl's /etc/hosts lookup
-	 * tells them apart: ask in lower case, as the file most likely has
-	 * it (and as DNS ignores it) */
-	for (; n > 0; n--)
-		if (host[n - 1] >= 'A' && host[n - 1] <= 'Z')
-			host[n - 1] = (char)(host[n - 1] - 'A' + 'a');
 	if (colon != NULL &&
 	    parse_port(colon + 1, (size_t)(end - colon - 1), port) == -1) {
 		*why = "the port is not a number from 1 to 65535";

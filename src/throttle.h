@@ -533,6 +533,16 @@ int host_new_id(char *, size_t);
 uint64_t host_random(void);
 int host_utilization(int64_t *, const char **);
 
+/* hosts.c */
+#define ADDRS_MAX 8 /* addresses of a host tried, at most */
+#define ADDR_LEN 46 /* an IPv6 address as text, and its NUL */
+struct addrs {
+	int n;
+	char a[ADDRS_MAX][ADDR_LEN];
+};
+int addrs_numeric(const char *, struct addrs *);
+int hosts_lookup(const char *, size_t, const char *, struct addrs *);
+
 /* keystate.c */
 /* One limit of a key, loaded and ready to decide on. */
 struct work {
@@ -876,6 +886,9 @@ int store_redis_check(const char *, char *, size_t);
 extern const struct store_ops store_redis_ops;
 const char *store_redis_version(void);
 unsigned store_redis_slot(const char *, size_t);
+/* resolve.c */
+#define RESOLVE_SLOW (-2) /* resolve_host(): the time ran out */
+int resolve_host(const char *, int64_t, struct addrs *, char *, size_t);
 #endif
 
 /* txn.c */

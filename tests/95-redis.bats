@@ -433,11 +433,79 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 		[[ "$stderr" == *"MOVED "*": the server is a Redis Cluster node; give --db redis+cluster://HOST:PORT to use the cluster"* ]]
 	done
 	# a host name is found whatever its case (musl's /etc/hosts lookup
-	# tells cases apart, so throttle asks in lower case)
+	# tells cases apart; throttle reads the file itself: resolve.c)
 	awk '$1 == "127.0.0.1" { for (i = 2; i <= NF; i++) if ($i == "localhost") f = 1 } END { exit !f }' /etc/hosts ||
 	    skip "no 127.0.0.1 localhost in /etc/hosts"
 	run --separate-stderr "$THROTTLE" --db "redis+cluster://LocalHost:$base" consume e --limit 1/1s
 	[ "$status" -eq 0 ]
+}
+
+@test "redis: a host name is looked up within --lock-timeout, and found in /etc/hosts in any case" {
+	if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
+		skip "needs root and unshare -m to stand in for /etc/hosts and /etc/resolv.conf"
+	fi
+	command -v python3 >/dev/null || skip "needs python3 for a DNS server that never answers"
+	port=$("$BATS_TEST_DIRNAME/redis-fleet" port)
+	redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+	    --daemonize yes --pidfile "$TMP/tcp.pid" --logfile "$TMP/tcp.log" 3>&-
+	for _ in $(seq 50); do [ -s "$TMP/tcp.pid" ] && break; sleep 0.1; done
+	track "$(cat "$TMP/tcp.pid")"
+	printf '127.0.0.1 localhost\n127.0.0.1 Limiter.Corp.Example\n' >"$TMP/hosts"
+	printf 'nameserver 127.0.0.1\n' >"$TMP/resolv.conf"
+	# each call in a mount namespace of its own, with these two files
+	in_ns() {
+		unshare -m sh -c 'mount --bind "$1" /etc/hosts &&
+		    mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"' \
+		    sh "$TMP/hosts" "$TMP/resolv.conf" "$@"
+	}
+	# written in capitals in the file, asked in another case: found, as
+	# glibc finds it (musl's own lookup tells cases apart)
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://LIMITER.corp.example:$port" consume k --limit 1/1m
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	[ "$(redis-cli -p "$port" exists 'throttle:{k}')" = 1 ]
+	# a DNS server that never answers: the lookup ends with the time a
+	# call has, not the resolver's 10-20 s
+	dns_server silent
+	t0=$(date +%s%N)
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 500ms --on-error allow
+	t1=$(date +%s%N)
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"redis://nosuch.example:$port/0: cannot connect to the server: its name nosuch.example was not looked up in time (--lock-timeout, or ?timeout=; is the DNS server in /etc/resolv.conf answering?)"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"allowing anyway (--on-error allow)" ]]
+	[ $(((t1 - t0) / 1000000)) -lt 3000 ] || { echo "took $(((t1 - t0) / 1000000)) ms"; return 1; }
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port?timeout=300ms" consume k --limit 1/1m
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"was not looked up in time"* ]]
+	# one that says there is no such name: said so, at once
+	kill "$dns" && wait "$dns" 2>/dev/null || true
+	dns_server nxdomain
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 5s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"cannot connect to the server: its name nosuch.example was not found: "*" (is it right? see /etc/hosts and DNS)"* ]] || { echo "$stderr"; return 1; }
+}
+
+# dns_server silent|nxdomain: a DNS server on 127.0.0.1:53 that never
+# answers, or answers every question "no such name"; its pid in $dns
+dns_server() {
+	rm -f "$TMP/dns.up"
+	python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind(("127.0.0.1", 53))
+open(sys.argv[1], "w").close()
+while True:
+    q, peer = s.recvfrom(4096)
+    if sys.argv[2] == "silent" or len(q) < 12:
+        continue
+    i = 12
+    while i < len(q) and q[i] != 0:
+        i += q[i] + 1
+    # the question again, no answer, RCODE 3 (NXDOMAIN)
+    s.sendto(q[:2] + bytes([0x81, 0x83]) + q[4:6] + bytes(6) + q[12:i + 5], peer)' \
+	    "$TMP/dns.up" "$1" 2>/dev/null 3>&- &
+	dns=$!
+	track "$dns"
+	for _ in $(seq 50); do [ -e "$TMP/dns.up" ] && break; sleep 0.1; done
+	[ -e "$TMP/dns.up" ] || skip "127.0.0.1:53 is taken: no DNS server of the test's own"
 }
 
 @test "redis: a TLS server through the man page's stunnel tunnel" {
