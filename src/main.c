@@ -44,6 +44,10 @@ main(int argc, char **argv)
 	 */
 	signal(SIGPIPE, SIG_IGN);
 	store_sqlite_single_thread();
+#ifdef THROTTLE_REDIS
+	/* one thread: a host name is looked up in a child, within time */
+	resolve_fork(1);
+#endif
 	slice_short();
 	rc = cmd_main(argc, argv);
 	/* if stdout cannot be written, say so (unless its reader simply

@@ -13,6 +13,10 @@
  *	  build's malloc serves one thread.  A child also keeps a lookup
  *	  module that crashes (NSS, in a static glibc build) out of throttle.
  * IPv4 addresses come first, then IPv6, as hiredis asks for them.
+ *
+ * Only the throttle binary forks (resolve_fork()): the PAM module, in a
+ * host process that may have threads, looks the name up itself, for as
+ * long as the resolver tries (pam_throttle(8) says so).
  */
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -68,54 +72,48 @@ from_hosts_file(const char *name, struct addrs *out)
 	return out->n;
 }
 
-/* In the child: look name up and write what was found to fd, a line an
- * address, or "!CODE" (getaddrinfo's error); then end. */
-static void
-child_lookup(const char *name, int fd)
+/*
+ * Look name up with getaddrinfo(), into buf (size bytes: room for
+ * ADDRS_MAX addresses): a line an address, IPv4 first, or "!CODE" for
+ * getaddrinfo's error.  Its length.
+ */
+static size_t
+lookup_text(const char *name, char *buf, size_t size)
 {
 	struct addrinfo hints, *res, *ai;
-	char buf[ADDRS_MAX * (ADDR_LEN + 1) + 32], addr[ADDR_LEN];
+	char addr[ADDR_LEN];
 	size_t len = 0;
 	int rc, pass, n = 0;
 
 	memset(&hints, 0, sizeof(hints));
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
-	if ((rc = getaddrinfo(name, NULL, &hints, &res)) != 0) {
-		len = (size_t)snprintf(buf, sizeof(buf), "!%d\n", rc);
-		(void)!write(fd, buf, len);
-		_exit(0);
-	}
+	if ((rc = getaddrinfo(name, NULL, &hints, &res)) != 0)
+		return (size_t)snprintf(buf, size, "!%d\n", rc);
 	for (pass = 0; pass < 2; pass++)
 		for (ai = res; ai != NULL && n < ADDRS_MAX; ai = ai->ai_next) {
 			int family = pass == 0 ? AF_INET : AF_INET6;
+			struct sockaddr_in in;
+			struct sockaddr_in6 in6;
 			const void *a;
 
 			if (ai->ai_family != family)
 				continue;
 			if (family == AF_INET) {
-				struct sockaddr_in in;
-
 				memcpy(&in, ai->ai_addr, sizeof(in));
 				a = &in.sin_addr;
-				if (inet_ntop(family, a, addr, sizeof(addr)) ==
-				    NULL)
-					continue;
 			} else {
-				struct sockaddr_in6 in6;
-
 				memcpy(&in6, ai->ai_addr, sizeof(in6));
 				a = &in6.sin6_addr;
-				if (inet_ntop(family, a, addr, sizeof(addr)) ==
-				    NULL)
-					continue;
 			}
-			len += (size_t)snprintf(buf + len, sizeof(buf) - len,
-			    "%s\n", addr);
+			if (inet_ntop(family, a, addr, sizeof(addr)) == NULL)
+				continue;
+			len += (size_t)snprintf(buf + len, size - len, "%s\n",
+			    addr);
 			n++;
 		}
-	(void)!write(fd, buf, len);
-	_exit(0);
+	freeaddrinfo(res);
+	return len;
 }
 
 /* The child's answer (len bytes of text) into out: 0, or getaddrinfo's
@@ -145,6 +143,15 @@ child_answer(char *text, size_t len, struct addrs *out)
 	return out->n > 0 ? 0 : EAI_NONAME;
 }
 
+static int forking; /* resolve_fork() */
+
+/* Whether names are looked up in a child process (1) or by the caller. */
+void
+resolve_fork(int on)
+{
+	forking = on;
+}
+
 /*
  * The addresses of name into out, within us microseconds: 0; or -1 with
  * why set to what failed (getaddrinfo's words), or RESOLVE_SLOW if the
@@ -170,6 +177,15 @@ resolve_host(const char *name, int64_t us, struct addrs *out, char *why,
 		strcpy(out->a[1], "::1");
 		return 0;
 	}
+	if (!forking) {
+		len = lookup_text(name, text, sizeof(text));
+		text[len < sizeof(text) ? len : sizeof(text) - 1] = '\0';
+		if ((rc = child_answer(text, len, out)) != 0) {
+			snprintf(why, whylen, "%s", gai_strerror(rc));
+			return -1;
+		}
+		return 0;
+	}
 	if (pipe(p) == -1) {
 		snprintf(why, whylen, "cannot look the name up: %s",
 		    strerror(errno));
@@ -185,8 +201,11 @@ resolve_host(const char *name, int64_t us, struct addrs *out, char *why,
 		return -1;
 	}
 	if (pid == 0) {
+		/* the child: its answer, then its end */
 		close(p[0]);
-		child_lookup(name, p[1]);
+		len = lookup_text(name, text, sizeof(text));
+		(void)!write(p[1], text, len);
+		_exit(0);
 	}
 	close(p[1]);
 	pfd.fd = p[0];

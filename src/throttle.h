@@ -888,6 +888,7 @@ const char *store_redis_version(void);
 unsigned store_redis_slot(const char *, size_t);
 /* resolve.c */
 #define RESOLVE_SLOW (-2) /* resolve_host(): the time ran out */
+void resolve_fork(int);
 int resolve_host(const char *, int64_t, struct addrs *, char *, size_t);
 #endif
 

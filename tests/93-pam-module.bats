@@ -72,6 +72,18 @@ login() {
 	[ "$output" = 0 ]
 }
 
+@test "pam module: never forks to look a Redis host up: no fork in the host's process" {
+	# the man page promises no fork: only the binary's main() turns on
+	# the lookup in a child (resolve.c), and the module never calls it
+	[ -f "$MODULE" ] || skip "pam_throttle.so is not built (apt-get install libpam0g-dev, then make)"
+	command -v objdump >/dev/null || skip "needs objdump (binutils)"
+	"$THROTTLE" --version | grep -q redis || skip "built without Redis"
+	objdump -d "$MODULE" >dis
+	grep -q '<resolve_fork>:' dis
+	run grep -c 'call.*<resolve_fork>' dis
+	[ "$output" = 0 ]
+}
+
 @test "pam module: never gives SQLite the pool: the host's SQLite keeps its own allocator" {
 	# sqlite3_config() is process-wide, and the host (sshd, login) may use
 	# SQLite itself: only cmd_main(), the binary's, installs the pool,
