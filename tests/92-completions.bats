@@ -13,9 +13,11 @@ setup() {
 	mkdir "$TMP/bin"
 	ln -s "$THROTTLE" "$TMP/bin/throttle"
 	export PATH="$TMP/bin:$PATH"
-	throttle consume login:alice --limit 1/1s
-	throttle consume login:bob --limit 1/1s
-	throttle consume other --limit 1/1s
+	# an hour, not a second: a key at rest may be forgotten by any later
+	# consume (one in 16 tidies), and the shells take seconds to start
+	throttle consume login:alice --limit 1/1h
+	throttle consume login:bob --limit 1/1h
+	throttle consume other --limit 1/1h
 }
 
 # bash_offers LINE: the words bash-completion's throttle completion offers
@@ -77,7 +79,7 @@ check_more() {
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -job:nightly -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY:WITH:COLONS --: $output"; return 1; }
-	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1s
+	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1h
 	run "${shell}_offers" "throttle --db $TMP/other.db consume el"
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
 	run "${shell}_offers" "throttle consume --db=$TMP/other.db el"
@@ -88,7 +90,7 @@ check_more() {
 	[ "$(echo $output)" = "consume" ] || { echo "$shell: THROTTLE_DB= command: $output"; return 1; }
 	# a key that begins with - is offered only after --, where it is no
 	# option; after -- no option is offered
-	throttle consume --limit 1/1s -- -dash
+	throttle consume --limit 1/1h -- -dash
 	run "${shell}_offers" "throttle consume "
 	[[ "$output" == *login:alice* && "$output" != *-dash* ]] || { echo "$shell: dash key before --: $output"; echo "the store has: $(throttle inspect --names)"; return 1; }
 	run "${shell}_offers" "throttle inspect -- -"
@@ -112,14 +114,14 @@ check_more() {
 	run bash_offers "throttle release k --lo"
 	[ "$output" = "--lock-timeout" ]
 	# a key with a space or a '$' comes back as one word, quoted
-	throttle consume 'alice smith' --limit 1/1s
-	throttle consume 'x$HOME' --limit 1/1s
+	throttle consume 'alice smith' --limit 1/1h
+	throttle consume 'x$HOME' --limit 1/1h
 	run bash_offers "throttle consume ali"
 	[ "$output" = 'alice\ smith' ]
 	run bash_offers "throttle consume x"
 	[ "$output" = 'x\$HOME' ]
 	# a backslash is offered so that the shell reads the key back
-	throttle consume 'back\slash' --limit 1/1s
+	throttle consume 'back\slash' --limit 1/1h
 	run bash_offers "throttle consume bac"
 	[ "$output" = 'back\\slash' ]
 	run bash_offers "throttle acquire k --priority "
