@@ -283,8 +283,10 @@ answer_flush(struct answer *a)
 
 	if (a->stream == NULL)
 		return;
-	for (i = 0; i < a->nrec; i++)
+	for (i = 0; i < a->nrec; i++) {
 		output_record(stdout, a->stream->format, a->rec[i]);
+		output_check(stdout);
+	}
 	a->streamed += a->nrec;
 	free_records(a);
 	for (i = 0; i < a->nblocks; i++)

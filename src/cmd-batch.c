@@ -451,9 +451,17 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		}
 		if (rc == EXIT_STATE)
 			*state_failed = 1;
+		output_check(stdout);
 	}
 	drop_replies(g);
-	return fflush(stdout) == EOF ? -1 : 0;
+	/* a write that failed, here or inside an fwrite above: -1, errno
+	 * its reason */
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		output_check(stdout);
+		errno = output_failed() != 0 ? output_failed() : EIO;
+		return -1;
+	}
+	return 0;
 }
 
 /*

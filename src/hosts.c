@@ -8,7 +8,9 @@
  * Names compare in any case, as glibc's lookup compares them (musl's
  * tells the cases apart, and a name written in capitals was not found).
  * The addresses are given IPv4 first, then IPv6, each in the file's
- * order, as hiredis tries them; the same address once.
+ * order, as hiredis tries them; the same address once.  A link-local
+ * IPv6 address keeps its zone (fe80::1%eth0), which hiredis's own
+ * getaddrinfo() turns into the interface to use.
  */
 #include <arpa/inet.h>
 
@@ -16,14 +18,37 @@
 
 #include "throttle.h"
 
-/* Whether s (a NUL-terminated string) is an IPv4 or IPv6 address. */
+/*
+ * The family of address s (a NUL-terminated string): AF_INET, AF_INET6
+ * (a link-local one with its %zone too, as fe80::1%eth0), or 0 if it is
+ * none.
+ */
 static int
-is_address(const char *s)
+family_of(const char *s)
 {
 	unsigned char buf[16];
+	char v6[ADDR_LEN];
+	const char *pct = strchr(s, '%');
+	size_t n = pct != NULL ? (size_t)(pct - s) : strlen(s), i;
 
-	return inet_pton(AF_INET, s, buf) == 1 ||
-	    inet_pton(AF_INET6, s, buf) == 1;
+	if (pct == NULL && inet_pton(AF_INET, s, buf) == 1)
+		return AF_INET;
+	if (n >= sizeof(v6))
+		return 0;
+	memcpy(v6, s, n);
+	v6[n] = '\0';
+	if (inet_pton(AF_INET6, v6, buf) != 1)
+		return 0;
+	if (pct == NULL)
+		return AF_INET6;
+	/* an interface's name or number */
+	for (i = 1; pct[i] != '\0'; i++)
+		if (!((pct[i] >= 'a' && pct[i] <= 'z') ||
+			(pct[i] >= 'A' && pct[i] <= 'Z') ||
+			(pct[i] >= '0' && pct[i] <= '9') || pct[i] == '.' ||
+			pct[i] == '-' || pct[i] == '_'))
+			return 0;
+	return i > 1 ? AF_INET6 : 0;
 }
 
 /* Add address s (n bytes) to a, once; 0, or -1 if a is full. */
@@ -51,7 +76,7 @@ int
 addrs_numeric(const char *name, struct addrs *out)
 {
 	out->n = 0;
-	if (strlen(name) >= ADDR_LEN || !is_address(name))
+	if (strlen(name) >= ADDR_LEN || family_of(name) == 0)
 		return 0;
 	return add(out, name, strlen(name)) == 0;
 }
@@ -92,7 +117,6 @@ hosts_line(const char *p, size_t len, const char *name, struct addrs *v4,
 {
 	const char *end = p + len, *hash = memchr(p, '#', len), *w;
 	char addr[ADDR_LEN];
-	unsigned char buf[16];
 	size_t n;
 	int first = 1, found = 0;
 
@@ -120,10 +144,14 @@ hosts_line(const char *p, size_t len, const char *name, struct addrs *v4,
 	}
 	if (!found)
 		return;
-	if (inet_pton(AF_INET, addr, buf) == 1)
+	switch (family_of(addr)) {
+	case AF_INET:
 		add(v4, addr, strlen(addr));
-	else if (inet_pton(AF_INET6, addr, buf) == 1)
+		break;
+	case AF_INET6:
 		add(v6, addr, strlen(addr));
+		break;
+	}
 }
 
 /*

@@ -53,8 +53,13 @@ main(int argc, char **argv)
 	/* if stdout cannot be written, say so (unless its reader simply
 	 * left), but keep the exit code: it is still the truth */
 	errno = 0;
-	if ((fflush(stdout) == EOF || ferror(stdout)) && !reader_left())
-		log_msg("standard output: %s",
-		    errno != 0 ? strerror(errno) : "a write failed");
+	if (fflush(stdout) == EOF || ferror(stdout)) {
+		/* a write that failed earlier, its reason kept */
+		if (errno == 0)
+			errno = output_failed();
+		if (!reader_left())
+			log_msg("standard output: %s",
+			    errno != 0 ? strerror(errno) : "a write failed");
+	}
 	return rc;
 }

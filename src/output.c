@@ -12,6 +12,7 @@
  *	   a fixed word, or single-quoted.
  *	3. Text escapes what could disturb a terminal.
  */
+#include <errno.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -396,6 +397,28 @@ output_json(FILE *fp, const struct record *r, int rc)
 	jl_flush(&j);
 }
 
+/*
+ * The errno of the first write to a stream that failed (output_check()):
+ * a stream keeps only its error flag, and musl's drops what it held, so
+ * a later flush has nothing to fail on and cannot say why.
+ */
+static int out_errno;
+
+/* After writing to fp: note its first failure. */
+void
+output_check(FILE *fp)
+{
+	if (out_errno == 0 && ferror(fp))
+		out_errno = errno != 0 ? errno : EIO;
+}
+
+/* The errno of the first failed write output_check() saw, or 0. */
+int
+output_failed(void)
+{
+	return out_errno;
+}
+
 /* One record in format fmt. */
 void
 output_record(FILE *fp, enum format fmt, const struct record *r)
@@ -455,8 +478,10 @@ output_answer(const struct ctx *c, struct answer *a)
 {
 	int i;
 
-	for (i = 0; i < a->nrec; i++)
+	for (i = 0; i < a->nrec; i++) {
 		output_record(stdout, c->format, a->rec[i]);
+		output_check(stdout);
+	}
 	switch (a->msg_kind) {
 	case MSG_NONE:
 		break;

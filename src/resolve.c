@@ -8,16 +8,20 @@
  *	- a name in /etc/hosts is read there (hosts.c), in any case;
  *	- localhost, if the file does not name it, is the loopback (RFC 6761);
  *	- any other name is looked up by getaddrinfo() in a child process,
- *	  killed when the time is up.  A child, not a thread: the lookup may
- *	  go on after the caller has given up and gone on, and the musl
- *	  build's malloc serves one thread.  A child also keeps a lookup
- *	  module that crashes (NSS, in a static glibc build) out of throttle.
- * IPv4 addresses come first, then IPv6, as hiredis asks for them.
+ *	  killed when the time is up (or when throttle dies).  A child, not
+ *	  a thread: the lookup may go on after the caller has given up, and
+ *	  the musl build's malloc serves one thread.  A child also keeps a
+ *	  lookup module that crashes (NSS, in a static glibc build) out of
+ *	  throttle.
+ * As hiredis did, IPv4 is asked for first, and IPv6 only if there is
+ * none: asking for both at once waits for both answers, and a DNS server
+ * (or a middlebox) that drops the AAAA question would hold every call.
  *
  * Only the throttle binary forks (resolve_fork()): the PAM module, in a
  * host process that may have threads, looks the name up itself, for as
  * long as the resolver tries (pam_throttle(8) says so).
  */
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -32,12 +36,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "throttle.h"
 
 #define HOSTS_FILE "/etc/hosts"
 #define HOSTS_MAX (16 << 20) /* a hosts file read, at most */
+/* a lookup's answer: ADDRS_MAX lines, or "!CODE" */
+#define ANSWER_MAX (ADDRS_MAX * (ADDR_LEN + 1) + 32)
 
 /* The addresses /etc/hosts gives name: how many (0: none, or no file). */
 static int
@@ -46,6 +53,7 @@ from_hosts_file(const char *name, struct addrs *out)
 	FILE *f = fopen(HOSTS_FILE, "re");
 	char *text;
 	size_t len = 0, cap = 1 << 12, got;
+	int cut = 0;
 
 	out->n = 0;
 	if (f == NULL)
@@ -60,66 +68,84 @@ from_hosts_file(const char *name, struct addrs *out)
 			char *more;
 
 			if (cap >= HOSTS_MAX ||
-			    (more = realloc(text, cap * 2)) == NULL)
+			    (more = realloc(text, cap * 2)) == NULL) {
+				cut = 1;
 				break;
+			}
 			text = more;
 			cap *= 2;
 		}
 	}
 	fclose(f);
+	/* a file read only in part ends at its last whole line: a line cut
+	 * short could name a shorter name */
+	if (cut) {
+		while (len > 0 && text[len - 1] != '\n')
+			len--;
+	}
 	hosts_lookup(text, len, name, out);
 	free(text);
 	return out->n;
 }
 
+/* getaddrinfo() of name for one family: its addresses as lines into buf,
+ * from len on; 0 or its error. */
+static int
+lookup_family(const char *name, int family, char *buf, size_t size, size_t *len)
+{
+	struct addrinfo hints, *res, *ai;
+	char addr[ADDR_LEN];
+	int rc, n = 0;
+
+	memset(&hints, 0, sizeof(hints));
+	hints.ai_family = family;
+	hints.ai_socktype = SOCK_STREAM;
+	if ((rc = getaddrinfo(name, NULL, &hints, &res)) != 0)
+		return rc;
+	for (ai = res; ai != NULL && n < ADDRS_MAX; ai = ai->ai_next) {
+		struct sockaddr_in in;
+		struct sockaddr_in6 in6;
+		const void *a;
+
+		if (ai->ai_family != family)
+			continue;
+		if (family == AF_INET) {
+			memcpy(&in, ai->ai_addr, sizeof(in));
+			a = &in.sin_addr;
+		} else {
+			memcpy(&in6, ai->ai_addr, sizeof(in6));
+			a = &in6.sin6_addr;
+		}
+		if (inet_ntop(family, a, addr, sizeof(addr)) == NULL)
+			continue;
+		*len += (size_t)snprintf(buf + *len, size - *len, "%s\n", addr);
+		n++;
+	}
+	freeaddrinfo(res);
+	return n > 0 ? 0 : EAI_NONAME;
+}
+
 /*
- * Look name up with getaddrinfo(), into buf (size bytes: room for
- * ADDRS_MAX addresses): a line an address, IPv4 first, or "!CODE" for
- * getaddrinfo's error.  Its length.
+ * Look name up, into buf (ANSWER_MAX bytes): a line an address, or
+ * "!CODE" for getaddrinfo's error.  Its length.
  */
 static size_t
 lookup_text(const char *name, char *buf, size_t size)
 {
-	struct addrinfo hints, *res, *ai;
-	char addr[ADDR_LEN];
 	size_t len = 0;
-	int rc, pass, n = 0;
+	int rc;
 
-	memset(&hints, 0, sizeof(hints));
-	hints.ai_family = AF_UNSPEC;
-	hints.ai_socktype = SOCK_STREAM;
-	if ((rc = getaddrinfo(name, NULL, &hints, &res)) != 0)
-		return (size_t)snprintf(buf, size, "!%d\n", rc);
-	for (pass = 0; pass < 2; pass++)
-		for (ai = res; ai != NULL && n < ADDRS_MAX; ai = ai->ai_next) {
-			int family = pass == 0 ? AF_INET : AF_INET6;
-			struct sockaddr_in in;
-			struct sockaddr_in6 in6;
-			const void *a;
-
-			if (ai->ai_family != family)
-				continue;
-			if (family == AF_INET) {
-				memcpy(&in, ai->ai_addr, sizeof(in));
-				a = &in.sin_addr;
-			} else {
-				memcpy(&in6, ai->ai_addr, sizeof(in6));
-				a = &in6.sin6_addr;
-			}
-			if (inet_ntop(family, a, addr, sizeof(addr)) == NULL)
-				continue;
-			len += (size_t)snprintf(buf + len, size - len, "%s\n",
-			    addr);
-			n++;
-		}
-	freeaddrinfo(res);
-	return len;
+	if (lookup_family(name, AF_INET, buf, size, &len) == 0)
+		return len;
+	if ((rc = lookup_family(name, AF_INET6, buf, size, &len)) == 0)
+		return len;
+	return (size_t)snprintf(buf, size, "!%d\n", rc);
 }
 
-/* The child's answer (len bytes of text) into out: 0, or getaddrinfo's
+/* The lookup's answer (len bytes of text) into out: 0, or getaddrinfo's
  * error code (EAI_FAIL if the answer makes no sense). */
 static int
-child_answer(char *text, size_t len, struct addrs *out)
+read_answer(char *text, size_t len, struct addrs *out)
 {
 	char *p = text, *nl;
 
@@ -140,7 +166,27 @@ child_answer(char *text, size_t len, struct addrs *out)
 			memcpy(out->a[out->n++], one.a[0], ADDR_LEN);
 		p = nl + 1;
 	}
-	return out->n > 0 ? 0 : EAI_NONAME;
+	return out->n > 0 ? 0 : EAI_FAIL;
+}
+
+/* What a lookup's error code makes of it: RESOLVE_NONAME if the name is
+ * known not to exist, -1 otherwise; why says it in getaddrinfo's words. */
+static int
+answer_error(int code, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "%s", gai_strerror(code));
+	switch (code) {
+	case EAI_NONAME:
+#ifdef EAI_NODATA
+	case EAI_NODATA:
+#endif
+#ifdef EAI_ADDRFAMILY
+	case EAI_ADDRFAMILY:
+#endif
+		return RESOLVE_NONAME;
+	default:
+		return -1;
+	}
 }
 
 static int forking; /* resolve_fork() */
@@ -152,22 +198,39 @@ resolve_fork(int on)
 	forking = on;
 }
 
+/* In the child: the answer, written at once (a pipe takes it whole),
+ * then the end; and the end too should throttle die first. */
+static void
+child(const char *name, int fd, pid_t parent)
+{
+	char text[ANSWER_MAX];
+	size_t len;
+
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
+	if (getppid() != parent)
+		_exit(0);
+	len = lookup_text(name, text, sizeof(text));
+	(void)!write(fd, text, len);
+	_exit(0);
+}
+
 /*
- * The addresses of name into out, within us microseconds: 0; or -1 with
- * why set to what failed (getaddrinfo's words), or RESOLVE_SLOW if the
- * time ran out.
+ * The addresses of name into out, within us microseconds: 0, or with why
+ * set, RESOLVE_SLOW if the time ran out, RESOLVE_NONAME if there is no
+ * such name, RESOLVE_SYSTEM if no lookup could be made, -1 if the
+ * resolver failed otherwise (a DNS server that cannot be reached).
  */
 int
 resolve_host(const char *name, int64_t us, struct addrs *out, char *why,
     size_t whylen)
 {
-	char text[ADDRS_MAX * (ADDR_LEN + 1) + 32];
+	char text[ANSWER_MAX];
 	int64_t end = clock_monotonic() + us, left;
 	size_t len = 0;
 	ssize_t got = -1;
 	struct pollfd pfd;
-	int p[2], rc, status, err = 0;
-	pid_t pid;
+	int p[2], rc, status = 0, err = 0;
+	pid_t pid, self = getpid();
 
 	if (addrs_numeric(name, out) || from_hosts_file(name, out) > 0)
 		return 0;
@@ -179,74 +242,75 @@ resolve_host(const char *name, int64_t us, struct addrs *out, char *why,
 	}
 	if (!forking) {
 		len = lookup_text(name, text, sizeof(text));
-		text[len < sizeof(text) ? len : sizeof(text) - 1] = '\0';
-		if ((rc = child_answer(text, len, out)) != 0) {
-			snprintf(why, whylen, "%s", gai_strerror(rc));
-			return -1;
-		}
-		return 0;
+		rc = read_answer(text, len, out);
+		return rc == 0 ? 0 : answer_error(rc, why, whylen);
 	}
 	if (pipe(p) == -1) {
-		snprintf(why, whylen, "cannot look the name up: %s",
+		snprintf(why, whylen, "no lookup could be started: %s",
 		    strerror(errno));
-		return -1;
+		return RESOLVE_SYSTEM;
 	}
 	fcntl(p[0], F_SETFD, FD_CLOEXEC);
 	fcntl(p[1], F_SETFD, FD_CLOEXEC);
 	if ((pid = fork()) == -1) {
-		snprintf(why, whylen, "cannot look the name up: %s",
+		snprintf(why, whylen, "no lookup could be started: %s",
 		    strerror(errno));
 		close(p[0]);
 		close(p[1]);
-		return -1;
+		return RESOLVE_SYSTEM;
 	}
-	if (pid == 0) {
-		/* the child: its answer, then its end */
-		close(p[0]);
-		len = lookup_text(name, text, sizeof(text));
-		(void)!write(p[1], text, len);
-		_exit(0);
-	}
+	if (pid == 0)
+		child(name, p[1], self);
 	close(p[1]);
 	pfd.fd = p[0];
 	pfd.events = POLLIN;
-	while ((left = end - clock_monotonic()) > 0) {
-		rc = poll(&pfd, 1, (int)((left + 999) / 1000));
+	/* until the end of its answer (a newline: it writes it at once) or
+	 * its end (EOF), an error, or the time */
+	while ((left = end - clock_monotonic()) > 0 &&
+	    !(len > 0 && text[len - 1] == '\n')) {
+		rc = poll(&pfd, 1,
+		    left / 1000 >= INT_MAX ? INT_MAX
+					   : (int)((left + 999) / 1000));
 		if (rc == 0 || (rc == -1 && errno == EINTR))
 			continue;
 		if (rc == -1) {
 			err = errno;
 			break;
 		}
-		got = read(p[0], text + len, sizeof(text) - 1 - len);
+		got = read(p[0], text + len, sizeof(text) - len);
 		if (got == -1 && errno == EINTR)
 			continue;
 		if (got == -1)
 			err = errno;
-		if (got <= 0)
-			break;
-		if ((len += (size_t)got) == sizeof(text) - 1)
+		if (got <= 0 || (len += (size_t)got) == sizeof(text))
 			break;
 	}
 	close(p[0]);
-	/* done (it has written all), or still looking: killed either way,
-	 * and waited for, so no child is left behind */
+	/* done, or still looking: killed either way, and waited for, so no
+	 * child is left behind */
 	kill(pid, SIGKILL);
 	while (waitpid(pid, &status, 0) == -1 && errno == EINTR)
 		;
 	if (err != 0) {
-		snprintf(why, whylen, "cannot look the name up: %s",
-		    strerror(err));
-		return -1;
+		snprintf(why, whylen, "the lookup failed: %s", strerror(err));
+		return RESOLVE_SYSTEM;
 	}
-	if (got != 0 && len < sizeof(text) - 1) {
-		snprintf(why, whylen, "looking the name up took too long");
-		return RESOLVE_SLOW;
+	if (len > 0 && text[len - 1] == '\n') {
+		rc = read_answer(text, len, out);
+		return rc == 0 ? 0 : answer_error(rc, why, whylen);
 	}
-	text[len] = '\0';
-	if ((rc = child_answer(text, len, out)) != 0) {
-		snprintf(why, whylen, "%s", gai_strerror(rc));
-		return -1;
+	if (got == 0) {
+		/* it ended with no answer: it crashed */
+		if (WIFSIGNALED(status))
+			snprintf(why, whylen,
+			    "the lookup ended with signal %d (the resolver "
+			    "of this C library crashed)",
+			    WTERMSIG(status));
+		else
+			snprintf(why, whylen,
+			    "the lookup ended with no answer");
+		return RESOLVE_SYSTEM;
 	}
-	return 0;
+	snprintf(why, whylen, "the lookup took too long");
+	return RESOLVE_SLOW;
 }

@@ -455,11 +455,11 @@ connect_time(const struct rs *rs)
  * A TCP connection to host:port within tv: the host's addresses from
  * resolve_host(), within the same time (a DNS server that never answers
  * held a call 10-20 s), tried in turn with what is left of it.  NULL with
- * why set if the name was not found or not in time (why empty: out of
+ * *how and why set if the name was not looked up (why empty: out of
  * memory); else a context, its err set if no address answered.
  */
 static redisContext *
-connect_tcp(const char *host, int port, struct timeval tv, int *slow, char *why,
+connect_tcp(const char *host, int port, struct timeval tv, int *how, char *why,
     size_t whylen)
 {
 	int64_t t = (int64_t)tv.tv_sec * US_PER_SEC + tv.tv_usec,
@@ -470,7 +470,7 @@ connect_tcp(const char *host, int port, struct timeval tv, int *slow, char *why,
 
 	why[0] = '\0';
 	if ((r = resolve_host(host, t, &a, why, whylen)) != 0) {
-		*slow = r == RESOLVE_SLOW;
+		*how = r;
 		return NULL;
 	}
 	for (i = 0; i < a.n; i++) {
@@ -487,23 +487,38 @@ connect_tcp(const char *host, int port, struct timeval tv, int *slow, char *why,
 	return c;
 }
 
-/* The message for a host name connect_tcp() could not look up. */
+/*
+ * The message for a host name connect_tcp() could not look up (how:
+ * resolve_host()'s failure).  A name that does not exist is a mistake in
+ * the URL, never failed open on (--on-error); a lookup that failed or
+ * took too long is an outage.
+ */
 static void
-lookup_err(struct rs *rs, const char *who, const char *host, int slow,
+lookup_err(struct rs *rs, const char *who, const char *host, int how,
     const char *why)
 {
-	if (slow)
+	rs->unavailable = 1;
+	if (how == RESOLVE_SLOW)
 		set_err(rs,
 		    "cannot connect to %s: its name %s was not looked up in "
 		    "time (--lock-timeout, or ?timeout=; is the DNS server in "
 		    "/etc/resolv.conf answering?)",
 		    who, host);
+	else if (how == RESOLVE_NONAME) {
+		set_err(rs,
+		    "cannot connect to %s: there is no host named %s (%s); "
+		    "check the URL (and /etc/hosts)",
+		    who, host, why);
+		rs->unavailable = 0;
+	} else if (how == RESOLVE_SYSTEM)
+		set_err(rs, "cannot connect to %s: its name %s: %s", who, host,
+		    why);
 	else
 		set_err(rs,
-		    "cannot connect to %s: its name %s was not found: %s (is "
-		    "it right? see /etc/hosts and DNS)",
+		    "cannot connect to %s: its name %s could not be looked "
+		    "up: %s (is the DNS server in /etc/resolv.conf "
+		    "answering?)",
 		    who, host, why);
-	rs->unavailable = 1;
 }
 
 /* Log in with user and password, if any: 0, or -1 with the error set. */
@@ -541,7 +556,7 @@ use_node(struct rs *rs, int i)
 	struct timeval tv = connect_time(rs);
 	redisReply *r;
 	char why[200] = "";
-	int slow = 0;
+	int how = 0;
 
 	if (nd->c != NULL && nd->c->err)
 		node_close(rs, i);
@@ -555,9 +570,9 @@ use_node(struct rs *rs, int i)
 	}
 	nd->c = nd->port == 0
 	    ? redisConnectUnixWithTimeout(nd->host, tv)
-	    : connect_tcp(nd->host, nd->port, tv, &slow, why, sizeof(why));
+	    : connect_tcp(nd->host, nd->port, tv, &how, why, sizeof(why));
 	if (nd->c == NULL && why[0] != '\0') {
-		lookup_err(rs, "the server", nd->host, slow, why);
+		lookup_err(rs, "the server", nd->host, how, why);
 		group_stalled(rs);
 		return -1;
 	}
@@ -2914,13 +2929,13 @@ find_master(struct rs *rs)
 		struct timeval tv;
 		redisContext *c;
 		char why[200];
-		int slow = 0;
+		int how = 0;
 
 		/* a sentinel that hangs leaves the others their share */
 		rs->slice = share(rs, u->nseed - i);
 		tv = connect_time(rs);
-		c = connect_tcp(u->seed_host[i], u->seed_port[i], tv, &slow,
-		    why, sizeof(why));
+		c = connect_tcp(u->seed_host[i], u->seed_port[i], tv, &how, why,
+		    sizeof(why));
 		if (c == NULL) {
 			char who[300];
 
@@ -2929,7 +2944,7 @@ find_master(struct rs *rs)
 			rs->cur = -1; /* messages name the URL, not a master */
 			snprintf(who, sizeof(who), "Sentinel %s:%d",
 			    u->seed_host[i], u->seed_port[i]);
-			lookup_err(rs, who, u->seed_host[i], slow, why);
+			lookup_err(rs, who, u->seed_host[i], how, why);
 			continue;
 		}
 		rs->c = c;

@@ -535,7 +535,7 @@ int host_utilization(int64_t *, const char **);
 
 /* hosts.c */
 #define ADDRS_MAX 8 /* addresses of a host tried, at most */
-#define ADDR_LEN 46 /* an IPv6 address as text, and its NUL */
+#define ADDR_LEN 64 /* an IPv6 address as text, a %zone, its NUL */
 struct addrs {
 	int n;
 	char a[ADDRS_MAX][ADDR_LEN];
@@ -623,6 +623,8 @@ size_t output_human(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);
 void output_record(FILE *, enum format, const struct record *);
+void output_check(FILE *);
+int output_failed(void);
 void output_answer(const struct ctx *, struct answer *);
 void output_json(FILE *, const struct record *, int);
 
@@ -888,6 +890,8 @@ const char *store_redis_version(void);
 unsigned store_redis_slot(const char *, size_t);
 /* resolve.c */
 #define RESOLVE_SLOW (-2) /* resolve_host(): the time ran out */
+#define RESOLVE_NONAME (-3) /* resolve_host(): there is no such name */
+#define RESOLVE_SYSTEM (-4) /* resolve_host(): no lookup could be made */
 void resolve_fork(int);
 int resolve_host(const char *, int64_t, struct addrs *, char *, size_t);
 #endif

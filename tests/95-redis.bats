@@ -450,7 +450,7 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	    --daemonize yes --pidfile "$TMP/tcp.pid" --logfile "$TMP/tcp.log" 3>&-
 	for _ in $(seq 50); do [ -s "$TMP/tcp.pid" ] && break; sleep 0.1; done
 	track "$(cat "$TMP/tcp.pid")"
-	printf '127.0.0.1 localhost\n127.0.0.1 Limiter.Corp.Example\n' >"$TMP/hosts"
+	printf '127.0.0.1 localhost\n127.0.0.1 Limiter.Corp.Example\n127.0.0.2 two\n127.0.0.1 two\n' >"$TMP/hosts"
 	printf 'nameserver 127.0.0.1\n' >"$TMP/resolv.conf"
 	# each call in a mount namespace of its own, with these two files
 	in_ns() {
@@ -463,6 +463,9 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	run --separate-stderr in_ns "$THROTTLE" --db "redis://LIMITER.corp.example:$port" consume k --limit 1/1m
 	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
 	[ "$(redis-cli -p "$port" exists 'throttle:{k}')" = 1 ]
+	# a host's addresses are tried in turn: nothing listens on the first
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://two:$port" consume k2 --limit 1/1m
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
 	# a DNS server that never answers: the lookup ends with the time a
 	# call has, not the resolver's 10-20 s
 	dns_server silent
@@ -476,16 +479,25 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port?timeout=300ms" consume k --limit 1/1m
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"was not looked up in time"* ]]
-	# one that says there is no such name: said so, at once
+	# one that answers the IPv4 question and drops the IPv6 one (as some
+	# middleboxes do): the IPv4 answer is enough, asked for first
+	kill "$dns" && wait "$dns" 2>/dev/null || true
+	dns_server aonly
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://v4.example:$port" consume k3 --limit 1/1m --lock-timeout 2s
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	[ "$(redis-cli -p "$port" exists 'throttle:{k3}')" = 1 ]
+	# one that says there is no such name: a mistake in the URL, said at
+	# once, and never failed open on
 	kill "$dns" && wait "$dns" 2>/dev/null || true
 	dns_server nxdomain
-	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 5s
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 5s --on-error allow
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"cannot connect to the server: its name nosuch.example was not found: "*" (is it right? see /etc/hosts and DNS)"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"cannot connect to the server: there is no host named nosuch.example ("*"); check the URL (and /etc/hosts)"* ]] || { echo "$stderr"; return 1; }
 }
 
-# dns_server silent|nxdomain: a DNS server on 127.0.0.1:53 that never
-# answers, or answers every question "no such name"; its pid in $dns
+# dns_server silent|nxdomain|aonly: a DNS server on 127.0.0.1:53 that
+# never answers, answers every question "no such name", or answers an
+# IPv4 question with 127.0.0.1 and no other; its pid in $dns
 dns_server() {
 	rm -f "$TMP/dns.up"
 	python3 -c 'import socket, sys, time
@@ -499,8 +511,14 @@ while True:
     i = 12
     while i < len(q) and q[i] != 0:
         i += q[i] + 1
-    # the question again, no answer, RCODE 3 (NXDOMAIN)
-    s.sendto(q[:2] + bytes([0x81, 0x83]) + q[4:6] + bytes(6) + q[12:i + 5], peer)' \
+    question = q[12:i + 5]
+    if sys.argv[2] == "nxdomain":
+        # the question again, no answer, RCODE 3 (NXDOMAIN)
+        s.sendto(q[:2] + bytes([0x81, 0x83]) + q[4:6] + bytes(6) + question, peer)
+    elif q[i + 1:i + 3] == bytes([0, 1]):
+        # type A: one answer, 127.0.0.1, its name a pointer to the question
+        s.sendto(q[:2] + bytes([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]) + question +
+                 bytes([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]), peer)' \
 	    "$TMP/dns.up" "$1" 2>/dev/null 3>&- &
 	dns=$!
 	track "$dns"

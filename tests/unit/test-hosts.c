@@ -3,8 +3,8 @@
  * (hosts.c): an address is itself; a name is found in a hosts file's
  * text in any case, past comments and blanks, as the last name on its
  * line or any other; IPv4 comes before IPv6; an address given twice is
- * tried once; a name only in a comment, or an address that is none, is
- * not found.
+ * tried once; a link-local address keeps its zone; a name only in a
+ * comment, or an address that is none, is not found.
  */
 #include <string.h>
 
@@ -18,6 +18,8 @@ static const char *const file =
     "10.0.0.7 Redis-Main.corp redis-main # the limiter's server\n"
     "  10.0.0.8\t redis-main\r\n"
     "fe80::1%eth0 linklocal\n"
+    "fe80::2% nozone\n"
+    "fe80::3%e/th0 badzone\n"
     "10.0.0.9 # redis-main commented out\n"
     "not-an-address redis-main\n"
     "10.0.0.7 redis-main\n"
@@ -94,8 +96,18 @@ main(void)
 	}
 	CHECK(hosts_lookup(file, strlen(file), "the", &a) == 0,
 	    "a word of a comment is no name");
-	CHECK(hosts_lookup(file, strlen(file), "linklocal", &a) == 0,
-	    "an address with a zone is none");
+	{
+		static const char *const want[] = { "fe80::1%eth0" };
+
+		CHECK(hosts_lookup(file, strlen(file), "linklocal", &a) == 1 &&
+			is(&a, 1, want),
+		    "a link-local address keeps its zone");
+	}
+	CHECK(hosts_lookup(file, strlen(file), "nozone", &a) == 0 &&
+		hosts_lookup(file, strlen(file), "badzone", &a) == 0,
+	    "an empty zone, or one no interface could be named, is none");
+	CHECK(addrs_numeric("10.0.0.1%eth0", &a) == 0,
+	    "an IPv4 address has no zone");
 	CHECK(hosts_lookup(file, strlen(file), "redis", &a) == 0,
 	    "a part of a name is none");
 	CHECK(hosts_lookup(file, strlen(file), "ip6-loopback", &a) == 1,
