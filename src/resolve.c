@@ -21,6 +21,9 @@
  * host process that may have threads, looks the name up itself, for as
  * long as the resolver tries (pam_throttle(8) says so).
  */
+/* glibc's EAI_NODATA and EAI_ADDRFAMILY, so that a name with no address
+ * is told from a resolver that failed: before any header */
+#define _GNU_SOURCE /* NOLINT: a feature macro, reserved for this */
 #include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/socket.h>
@@ -129,15 +132,20 @@ lookup_family(const char *name, int family, char *buf, size_t size, size_t *len)
  * Look name up, into buf (ANSWER_MAX bytes): a line an address, or
  * "!CODE" for getaddrinfo's error.  Its length.
  */
+static int no_such(int);
+
 static size_t
 lookup_text(const char *name, char *buf, size_t size)
 {
 	size_t len = 0;
 	int rc;
 
-	if (lookup_family(name, AF_INET, buf, size, &len) == 0)
+	/* IPv6 only if the name has no IPv4 address: not after a resolver
+	 * that failed or did not answer, which would cost its time again */
+	if ((rc = lookup_family(name, AF_INET, buf, size, &len)) == 0)
 		return len;
-	if ((rc = lookup_family(name, AF_INET6, buf, size, &len)) == 0)
+	if (no_such(rc) &&
+	    (rc = lookup_family(name, AF_INET6, buf, size, &len)) == 0)
 		return len;
 	return (size_t)snprintf(buf, size, "!%d\n", rc);
 }
@@ -169,12 +177,11 @@ read_answer(char *text, size_t len, struct addrs *out)
 	return out->n > 0 ? 0 : EAI_FAIL;
 }
 
-/* What a lookup's error code makes of it: RESOLVE_NONAME if the name is
- * known not to exist, -1 otherwise; why says it in getaddrinfo's words. */
+/* Whether getaddrinfo's error code says the name has no such address
+ * (rather than that the resolver failed). */
 static int
-answer_error(int code, char *why, size_t whylen)
+no_such(int code)
 {
-	snprintf(why, whylen, "%s", gai_strerror(code));
 	switch (code) {
 	case EAI_NONAME:
 #ifdef EAI_NODATA
@@ -183,10 +190,19 @@ answer_error(int code, char *why, size_t whylen)
 #ifdef EAI_ADDRFAMILY
 	case EAI_ADDRFAMILY:
 #endif
-		return RESOLVE_NONAME;
+		return 1;
 	default:
-		return -1;
+		return 0;
 	}
+}
+
+/* What a lookup's error code makes of it: RESOLVE_NONAME if the name is
+ * known not to exist, -1 otherwise; why says it in getaddrinfo's words. */
+static int
+answer_error(int code, char *why, size_t whylen)
+{
+	snprintf(why, whylen, "%s", gai_strerror(code));
+	return no_such(code) ? RESOLVE_NONAME : -1;
 }
 
 static int forking; /* resolve_fork() */

@@ -38,6 +38,7 @@
  *	   slot's requests.  A WATCH belongs to its connection: a write whose
  *	   WATCH went with a lost connection is never sent (node epochs).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -476,7 +477,9 @@ connect_tcp(const char *host, int port, struct timeval tv, int *how, char *why,
 	for (i = 0; i < a.n; i++) {
 		if (c != NULL)
 			redisFree(c);
-		if ((left = end - clock_monotonic()) < 1000)
+		/* each address its share of what is left: one that never
+		 * answers must leave the next one time to */
+		if ((left = (end - clock_monotonic()) / (a.n - i)) < 1000)
 			left = 1000;
 		tv.tv_sec = (time_t)(left / US_PER_SEC);
 		tv.tv_usec = (suseconds_t)(left % US_PER_SEC);
@@ -489,9 +492,12 @@ connect_tcp(const char *host, int port, struct timeval tv, int *how, char *why,
 
 /*
  * The message for a host name connect_tcp() could not look up (how:
- * resolve_host()'s failure).  A name that does not exist is a mistake in
- * the URL, never failed open on (--on-error); a lookup that failed or
- * took too long is an outage.
+ * resolve_host()'s failure).  Each is an outage, as a server that cannot
+ * be reached is: a cluster or Sentinel URL goes on to the next node, and
+ * --on-error applies.  Even a name DNS says does not exist: DNS can say
+ * so for a while (a VPN coming up, a split view) of a name that is
+ * right, and a login guard must not fail closed on it then; the message
+ * says plainly which it is.
  */
 static void
 lookup_err(struct rs *rs, const char *who, const char *host, int how,
@@ -504,13 +510,12 @@ lookup_err(struct rs *rs, const char *who, const char *host, int how,
 		    "time (--lock-timeout, or ?timeout=; is the DNS server in "
 		    "/etc/resolv.conf answering?)",
 		    who, host);
-	else if (how == RESOLVE_NONAME) {
+	else if (how == RESOLVE_NONAME)
 		set_err(rs,
 		    "cannot connect to %s: there is no host named %s (%s); "
-		    "check the URL (and /etc/hosts)",
+		    "check the name, and /etc/hosts",
 		    who, host, why);
-		rs->unavailable = 0;
-	} else if (how == RESOLVE_SYSTEM)
+	else if (how == RESOLVE_SYSTEM)
 		set_err(rs, "cannot connect to %s: its name %s: %s", who, host,
 		    why);
 	else
@@ -3242,6 +3247,33 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 	return 0;
 }
 
+/* Whether [p, q) is an IPv6 address. */
+static int
+is_ipv6(const char *p, const char *q)
+{
+	char v6[64];
+	unsigned char buf[16];
+
+	if (q <= p || (size_t)(q - p) >= sizeof(v6))
+		return 0;
+	memcpy(v6, p, (size_t)(q - p));
+	v6[q - p] = '\0';
+	return inet_pton(AF_INET6, v6, buf) == 1;
+}
+
+/* Whether [p, end), or its part before a last colon and a port, is an
+ * IPv6 address (a URL that gives one without brackets). */
+static int
+ipv6_before_port(const char *p, const char *end)
+{
+	const char *last = NULL, *q;
+
+	for (q = p; q < end; q++)
+		if (*q == ':')
+			last = q;
+	return last != NULL && (is_ipv6(p, end) || is_ipv6(p, last));
+}
+
 /* host[:port] in [p, end) into host (256 bytes) and *port. */
 static int
 parse_host(const char *p, const char *end, char *host, int *port,
@@ -3250,13 +3282,14 @@ parse_host(const char *p, const char *end, char *host, int *port,
 	const char *colon = memchr(p, ':', (size_t)(end - p));
 	size_t n = (size_t)((colon ? colon : end) - p);
 
-	if (n == 0 || n >= 256) {
-		*why = "the host is missing or too long";
-		return -1;
-	}
-	if (*p == '[') {
+	/* [::1]:6379, or ::1:6379 */
+	if ((p < end && *p == '[') || ipv6_before_port(p, end)) {
 		*why = "an IPv6 address is not supported; give a host name "
 		       "that resolves to it";
+		return -1;
+	}
+	if (n == 0 || n >= 256) {
+		*why = "the host is missing or too long";
 		return -1;
 	}
 	memcpy(host, p, n);

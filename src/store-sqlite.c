@@ -1805,10 +1805,18 @@ reopen_immutable(struct sq *sq)
 
 	snprintf(wal, sizeof(wal), "%s-wal", sq->path);
 	if (lstat(wal, &sb) == 0 && sb.st_size > 0) {
-		set_err(sq,
-		    "cannot be read by this user: its latest decisions are in "
-		    "its -wal file, which only a user who may write the "
-		    "-shm file beside it can read");
+		if (readonly_fs(sq))
+			set_err(sq,
+			    "cannot be read here: its latest decisions are in "
+			    "its -wal file, read only through a -shm file "
+			    "beside it, which cannot be made on a file system "
+			    "mounted read-only; read it where it can be "
+			    "written, or checkpoint it there first");
+		else
+			set_err(sq,
+			    "cannot be read by this user: its latest decisions "
+			    "are in its -wal file, which only a user who may "
+			    "write the -shm file beside it can read");
 		return -1;
 	}
 	sq_disconnect(sq);

@@ -966,6 +966,14 @@ wal_cycle() {
 	cmp "$db" "$TMP/orig.db"
 	cmp "$db-wal" "$TMP/orig.wal"
 	[ ! -e "$TMP/ro/new.db" ]
+	# its latest decisions in the -wal, and no -shm to read them through:
+	# what stands in the way, and what to do, not the user's rights
+	rm "$db-shm"
+	run --separate-stderr unshare -m sh -c 'd=$1; shift
+	    mount --bind -o ro "$d" "$d" && exec "$@"' sh "$TMP/ro" \
+	    env THROTTLE_NOW=2 "$THROTTLE" check k --limit 3/1h --db "$db"
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"state.db: cannot be read here: its latest decisions are in its -wal file, read only through a -shm file beside it, which cannot be made on a file system mounted read-only"* ]] || { echo "$stderr"; return 1; }
 }
 
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
