@@ -24,7 +24,9 @@
 /* glibc's EAI_NODATA and EAI_ADDRFAMILY, so that a name with no address
  * is told from a resolver that failed: before any header */
 #define _GNU_SOURCE /* NOLINT: a feature macro, reserved for this */
+#ifdef __linux__
 #include <sys/prctl.h>
+#endif
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -125,7 +127,11 @@ lookup_family(const char *name, int family, char *buf, size_t size, size_t *len)
 		n++;
 	}
 	freeaddrinfo(res);
+#ifdef EAI_NODATA
+	return n > 0 ? 0 : EAI_NODATA;
+#else
 	return n > 0 ? 0 : EAI_NONAME;
+#endif
 }
 
 /*
@@ -133,6 +139,7 @@ lookup_family(const char *name, int family, char *buf, size_t size, size_t *len)
  * "!CODE" for getaddrinfo's error.  Its length.
  */
 static int no_such(int);
+static int no_address(int);
 
 static size_t
 lookup_text(const char *name, char *buf, size_t size)
@@ -140,11 +147,13 @@ lookup_text(const char *name, char *buf, size_t size)
 	size_t len = 0;
 	int rc;
 
-	/* IPv6 only if the name has no IPv4 address: not after a resolver
-	 * that failed or did not answer, which would cost its time again */
+	/* IPv6 only if the name is there with no IPv4 address: not after a
+	 * resolver that failed or did not answer, which would cost its time
+	 * again, nor for a name that does not exist at all, which behind a
+	 * server that drops the IPv6 question would wait for nothing */
 	if ((rc = lookup_family(name, AF_INET, buf, size, &len)) == 0)
 		return len;
-	if (no_such(rc) &&
+	if (no_address(rc) &&
 	    (rc = lookup_family(name, AF_INET6, buf, size, &len)) == 0)
 		return len;
 	return (size_t)snprintf(buf, size, "!%d\n", rc);
@@ -177,13 +186,12 @@ read_answer(char *text, size_t len, struct addrs *out)
 	return out->n > 0 ? 0 : EAI_FAIL;
 }
 
-/* Whether getaddrinfo's error code says the name has no such address
- * (rather than that the resolver failed). */
+/* Whether getaddrinfo's error code says the name is there but has no
+ * address of the family asked for. */
 static int
-no_such(int code)
+no_address(int code)
 {
 	switch (code) {
-	case EAI_NONAME:
 #ifdef EAI_NODATA
 	case EAI_NODATA:
 #endif
@@ -194,6 +202,14 @@ no_such(int code)
 	default:
 		return 0;
 	}
+}
+
+/* Whether getaddrinfo's error code says the name has no address at all,
+ * or does not exist (rather than that the resolver failed). */
+static int
+no_such(int code)
+{
+	return code == EAI_NONAME || no_address(code);
 }
 
 /* What a lookup's error code makes of it: RESOLVE_NONAME if the name is
@@ -222,7 +238,9 @@ child(const char *name, int fd, pid_t parent)
 	char text[ANSWER_MAX];
 	size_t len;
 
+#ifdef __linux__
 	prctl(PR_SET_PDEATHSIG, SIGKILL);
+#endif
 	if (getppid() != parent)
 		_exit(0);
 	len = lookup_text(name, text, sizeof(text));

@@ -477,9 +477,15 @@ connect_tcp(const char *host, int port, struct timeval tv, int *how, char *why,
 	for (i = 0; i < a.n; i++) {
 		if (c != NULL)
 			redisFree(c);
-		/* each address its share of what is left: one that never
-		 * answers must leave the next one time to */
-		if ((left = (end - clock_monotonic()) / (a.n - i)) < 1000)
+		/* each address its share of what is left, 50 ms at least
+		 * while that much is left: one that never answers must leave
+		 * the next time to, and the first is the likely one */
+		left = end - clock_monotonic();
+		if (left / (a.n - i) >= 50000)
+			left /= a.n - i;
+		else if (left > 50000)
+			left = 50000;
+		if (left < 1000)
 			left = 1000;
 		tv.tv_sec = (time_t)(left / US_PER_SEC);
 		tv.tv_usec = (suseconds_t)(left % US_PER_SEC);
@@ -512,7 +518,7 @@ lookup_err(struct rs *rs, const char *who, const char *host, int how,
 		    who, host);
 	else if (how == RESOLVE_NONAME)
 		set_err(rs,
-		    "cannot connect to %s: there is no host named %s (%s); "
+		    "cannot connect to %s: DNS has no address for %s (%s); "
 		    "check the name, and /etc/hosts",
 		    who, host, why);
 	else if (how == RESOLVE_SYSTEM)
@@ -3247,17 +3253,19 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 	return 0;
 }
 
-/* Whether [p, q) is an IPv6 address. */
+/* Whether [p, q) is an IPv6 address (a %zone after it or not). */
 static int
 is_ipv6(const char *p, const char *q)
 {
-	char v6[64];
+	char v6[64], *pct;
 	unsigned char buf[16];
 
 	if (q <= p || (size_t)(q - p) >= sizeof(v6))
 		return 0;
 	memcpy(v6, p, (size_t)(q - p));
 	v6[q - p] = '\0';
+	if ((pct = strchr(v6, '%')) != NULL)
+		*pct = '\0';
 	return inet_pton(AF_INET6, v6, buf) == 1;
 }
 

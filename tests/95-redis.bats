@@ -505,15 +505,23 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	dns_server nxdomain
 	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 5s
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"cannot connect to the server: there is no host named nosuch.example ("*"); check the name, and /etc/hosts"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"cannot connect to the server: DNS has no address for nosuch.example ("*"); check the name, and /etc/hosts"* ]] || { echo "$stderr"; return 1; }
 	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 5s --on-error allow
 	[ "$status" -eq 0 ]
-	[[ "$stderr" == *"there is no host named nosuch.example"*"allowing anyway (--on-error allow)" ]]
+	[[ "$stderr" == *"DNS has no address for nosuch.example"*"allowing anyway (--on-error allow)" ]]
+	# no such name, behind a server that drops the IPv6 question: the
+	# IPv6 question is not asked, so the answer comes at once
+	kill "$dns" && wait "$dns" 2>/dev/null || true
+	dns_server nxa
+	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 3s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"DNS has no address for nosuch.example"* ]] || { echo "$stderr"; return 1; }
 }
 
-# dns_server silent|nxdomain|aonly: a DNS server on 127.0.0.1:53 that
-# never answers, answers every question "no such name", or answers an
-# IPv4 question with 127.0.0.1 and no other; its pid in $dns
+# dns_server silent|nxdomain|aonly|nxa: a DNS server on 127.0.0.1:53
+# that never answers, answers every question "no such name", answers an
+# IPv4 question with 127.0.0.1 and no other, or an IPv4 question with "no
+# such name" and no other; its pid in $dns
 dns_server() {
 	rm -f "$TMP/dns.up"
 	python3 -c 'import socket, sys, time
@@ -528,10 +536,11 @@ while True:
     while i < len(q) and q[i] != 0:
         i += q[i] + 1
     question = q[12:i + 5]
-    if sys.argv[2] == "nxdomain":
+    ipv4 = q[i + 1:i + 3] == bytes([0, 1])
+    if sys.argv[2] == "nxdomain" or (sys.argv[2] == "nxa" and ipv4):
         # the question again, no answer, RCODE 3 (NXDOMAIN)
         s.sendto(q[:2] + bytes([0x81, 0x83]) + q[4:6] + bytes(6) + question, peer)
-    elif q[i + 1:i + 3] == bytes([0, 1]):
+    elif sys.argv[2] == "aonly" and ipv4:
         # type A: one answer, 127.0.0.1, its name a pointer to the question
         s.sendto(q[:2] + bytes([0x81, 0x80, 0, 1, 0, 1, 0, 0, 0, 0]) + question +
                  bytes([0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 127, 0, 0, 1]), peer)' \
