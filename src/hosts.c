@@ -23,8 +23,8 @@
  * (a link-local one with its %zone too, as fe80::1%eth0), or 0 if it is
  * none.
  */
-static int
-family_of(const char *s)
+int
+addr_family(const char *s)
 {
 	unsigned char buf[16];
 	char v6[ADDR_LEN];
@@ -76,7 +76,7 @@ int
 addrs_numeric(const char *name, struct addrs *out)
 {
 	out->n = 0;
-	if (strlen(name) >= ADDR_LEN || family_of(name) == 0)
+	if (strlen(name) >= ADDR_LEN || addr_family(name) == 0)
 		return 0;
 	return add(out, name, strlen(name)) == 0;
 }
@@ -144,7 +144,7 @@ hosts_line(const char *p, size_t len, const char *name, struct addrs *v4,
 	}
 	if (!found)
 		return;
-	switch (family_of(addr)) {
+	switch (addr_family(addr)) {
 	case AF_INET:
 		add(v4, addr, strlen(addr));
 		break;

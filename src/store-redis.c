@@ -3257,16 +3257,13 @@ parse_login(const char *p, const char *at, struct redis_url *u,
 static int
 is_ipv6(const char *p, const char *q)
 {
-	char v6[64], *pct;
-	unsigned char buf[16];
+	char v6[ADDR_LEN];
 
 	if (q <= p || (size_t)(q - p) >= sizeof(v6))
 		return 0;
 	memcpy(v6, p, (size_t)(q - p));
 	v6[q - p] = '\0';
-	if ((pct = strchr(v6, '%')) != NULL)
-		*pct = '\0';
-	return inet_pton(AF_INET6, v6, buf) == 1;
+	return addr_family(v6) == AF_INET6;
 }
 
 /* Whether [p, end), or its part before a last colon and a port, is an

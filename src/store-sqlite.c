@@ -330,19 +330,17 @@ locked_err(struct sq *sq)
  * mounted read-only: SQLite says only that it cannot write or open it,
  * and permissions are not what to check then.
  */
+static void dir_of(const char *, char *, size_t);
+
 static int
 readonly_fs(const struct sq *sq)
 {
-	char dir[PATH_MAX], *slash;
+	char dir[PATH_MAX];
 	struct statvfs vfs;
 
 	if (statvfs(sq->path, &vfs) == 0)
 		return (vfs.f_flag & ST_RDONLY) != 0;
-	snprintf(dir, sizeof(dir), "%s", sq->path);
-	if ((slash = strrchr(dir, '/')) == NULL)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		slash[slash == dir] = '\0';
+	dir_of(sq->path, dir, sizeof(dir));
 	return statvfs(dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY) != 0;
 }
 

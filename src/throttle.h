@@ -540,6 +540,7 @@ struct addrs {
 	int n;
 	char a[ADDRS_MAX][ADDR_LEN];
 };
+int addr_family(const char *);
 int addrs_numeric(const char *, struct addrs *);
 int hosts_lookup(const char *, size_t, const char *, struct addrs *);
 
