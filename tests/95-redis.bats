@@ -491,6 +491,29 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	run --separate-stderr in_ns "$THROTTLE" --db "redis://nosuch.example:$port?timeout=300ms" consume k --limit 1/1m
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"was not looked up in time"* ]]
+	# the lookup is stopped with the call, and with a throttle killed:
+	# a resolver told to ask again after a second would ask the silent
+	# server again if it were left running
+	printf 'nameserver 127.0.0.1\noptions timeout:2 attempts:2\n' >"$TMP/resolv.conf"
+	rm -f "$TMP/dns.up.log"
+	run in_ns "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 300ms
+	[ "$status" -eq 3 ]
+	sleep 2.6
+	[ "$(wc -l <"$TMP/dns.up.log")" -eq 1 ] || { echo "questions: $(wc -l <"$TMP/dns.up.log")"; return 1; }
+	rm -f "$TMP/dns.up.log"
+	# one process from unshare to throttle (each execs the next), so
+	# that $! is throttle's own pid
+	unshare -m sh -c 'mount --bind "$1" /etc/hosts &&
+	    mount --bind "$2" /etc/resolv.conf && shift 2 && exec "$@"' \
+	    sh "$TMP/hosts" "$TMP/resolv.conf" "$THROTTLE" --db "redis://nosuch.example:$port" consume k --limit 1/1m --lock-timeout 10s 2>/dev/null 3>&- &
+	victim=$!
+	track "$victim"
+	for _ in $(seq 50); do [ -s "$TMP/dns.up.log" ] && break; sleep 0.1; done
+	kill -9 "$victim"
+	wait "$victim" 2>/dev/null || true
+	sleep 2.6
+	[ "$(wc -l <"$TMP/dns.up.log")" -eq 1 ] || { echo "questions after a kill: $(wc -l <"$TMP/dns.up.log")"; return 1; }
+	printf 'nameserver 127.0.0.1\n' >"$TMP/resolv.conf"
 	# one that answers the IPv4 question and drops the IPv6 one (as some
 	# middleboxes do): the IPv4 answer is enough, asked for first
 	kill "$dns" && wait "$dns" 2>/dev/null || true
@@ -521,7 +544,8 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 # dns_server silent|nxdomain|aonly|nxa: a DNS server on 127.0.0.1:53
 # that never answers, answers every question "no such name", answers an
 # IPv4 question with 127.0.0.1 and no other, or an IPv4 question with "no
-# such name" and no other; its pid in $dns
+# such name" and no other; its pid in $dns, a line for each question it
+# gets in $TMP/dns.up.log
 dns_server() {
 	rm -f "$TMP/dns.up"
 	python3 -c 'import socket, sys, time
@@ -530,6 +554,8 @@ s.bind(("127.0.0.1", 53))
 open(sys.argv[1], "w").close()
 while True:
     q, peer = s.recvfrom(4096)
+    with open(sys.argv[1] + ".log", "a") as log:
+        log.write("query\n")
     if sys.argv[2] == "silent" or len(q) < 12:
         continue
     i = 12
