@@ -272,7 +272,16 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "the server overloaded or stuck?",
 		    what);
 		group_stalled(rs);
-	} else if (rs->c->err)
+	} else if (rs->c->err == REDIS_ERR_PROTOCOL)
+		/* something answered, not in Redis's protocol: another
+		 * service on that port, or a TLS one (throttle speaks plain
+		 * Redis; a tunnel such as stunnel adds TLS) */
+		set_err(rs,
+		    "%s: what answered is not a Redis server (%s); check the "
+		    "URL's host and port (a TLS port needs a tunnel: see "
+		    "REDIS in throttle(1))",
+		    what, rs->c->errstr);
+	else if (rs->c->err)
 		set_err(rs, "%s: %s (is the server up and reachable?)", what,
 		    rs->c->errstr[0] ? rs->c->errstr : strerror(errno));
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&

@@ -140,6 +140,31 @@ asleep() {
 	kill -CONT "$(cat "$TMP/redis.pid")"
 }
 
+@test "redis: a socket that answers in another protocol is named as not Redis" {
+	command -v python3 >/dev/null || skip "needs python3 for a server that is not Redis"
+	# an HTTP server where Redis was meant to be (the same for a TLS port)
+	python3 -c 'import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    try:
+        c.recv(4096)
+        c.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    except OSError:
+        pass
+    c.close()' "$TMP/http.sock" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/http.sock" ] && break; sleep 0.1; done
+	export THROTTLE_DB="unix://$TMP/http.sock"
+	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[ -z "$output" ]
+	[[ "$stderr" == *"unix://$TMP/http.sock"*"what answered is not a Redis server"*"check the URL's host and port"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" != *"is the server up"* ]]
+}
+
 @test "redis: a password in the URL logs in; a wrong one is refused without showing it" {
 	start_redis --requirepass 's3 cret'
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
