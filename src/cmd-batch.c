@@ -92,6 +92,9 @@ struct group {
 	FILE *notes; /* messages for stderr */
 	char *notebuf;
 	size_t notelen;
+	char *said; /* the last message written to stderr, and how many */
+	size_t saidlen; /* times since it was said again, not repeated */
+	long again;
 	char *words; /* the line being decided, cut into words */
 	size_t capwords;
 };
@@ -422,6 +425,46 @@ drop_replies(struct group *g)
 	rewind(g->notes);
 }
 
+/* If the last message was held back, say how many times. */
+static void
+said_again(struct group *g)
+{
+	if (g->again > 0)
+		fprintf(stderr,
+		    "throttle: batch: the same message for %ld more "
+		    "request%s\n",
+		    g->again, g->again == 1 ? "" : "s");
+	g->again = 0;
+}
+
+/*
+ * Write the group's messages, len bytes of lines: a line the same as the
+ * one before it is counted, not written again (a server out of reach, a
+ * state file that cannot be written: each request's answer says so, and
+ * stderr would hold the message a hundred thousand times).
+ */
+static void
+write_notes(struct group *g, size_t len)
+{
+	const char *p = g->notebuf, *end = p + len, *nl;
+	size_t n;
+
+	for (; p < end; p += n) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		n = nl != NULL ? (size_t)(nl - p) + 1 : (size_t)(end - p);
+		if (g->said != NULL && n == g->saidlen &&
+		    memcmp(p, g->said, n) == 0) {
+			g->again++;
+			continue;
+		}
+		said_again(g);
+		fwrite(p, 1, n, stderr);
+		free(g->said);
+		g->said = dup_bytes(p, n);
+		g->saidlen = n;
+	}
+}
+
 /*
  * Write the group's messages and answers, once its COMMIT is done; if it
  * failed (committed is 0), every answer that touched the store becomes an
@@ -436,9 +479,20 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 	int i, rc;
 
 	if (fflush(g->notes) == 0 && notes > 0)
-		fwrite(g->notebuf, 1, (size_t)notes, stderr);
-	if (!committed)
+		write_notes(g, (size_t)notes);
+	else if (notes == 0) {
+		/* a group with nothing to say: what was said is over (a
+		 * server back), and if it comes again it is said again */
+		said_again(g);
+		free(g->said);
+		g->said = NULL;
+	}
+	if (!committed) {
+		said_again(g);
 		log_msg("%s; none of the last %d requests was kept", msg, g->n);
+		free(g->said);
+		g->said = NULL;
+	}
 	for (i = 0; i < g->n; i++) {
 		struct reply *a = &g->a[i];
 
@@ -713,7 +767,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	size_t memlen = 0;
 	FILE *mem;
 	long lineno = 0;
-	int full, state_failed = 0;
+	int full, state_failed = 0, out_of_reach = 0;
 
 	(void)a;
 	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
@@ -722,14 +776,13 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if ((st = ctx_store(c, ans)) == NULL) {
-		/* a file that cannot be used, or a server misconfigured, is
-		 * refused before any request; a server out of reach is said
-		 * once here, and each request still gets its answer line
-		 * (the error, or allowed under --on-error allow), as it would
-		 * if the outage began later */
-		if (!c->open_unavailable || !store_is_remote(c->db))
-			return;
-		log_msg("%s", c->open_err);
+		/* said once here, and each request still gets its answer
+		 * line (the error, mapped by --on-error), as it would if the
+		 * store failed later: a co-process reading an answer a
+		 * request must not be left with none.  A server out of
+		 * reach is tried again for each group. */
+		out_of_reach =
+		    c->open_unavailable && store_is_remote(c->db);
 		answer_free(ans);
 		answer_init(ans);
 	}
@@ -738,6 +791,14 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		log_msg("batch: out of memory");
 		ans->rc = EXIT_STATE;
 		return;
+	}
+	if (st == NULL) {
+		/* as the requests' own messages are, so that theirs, the
+		 * same, are not repeated */
+		note(&g, "%s", c->open_err);
+		fflush(g.notes);
+		write_notes(&g, g.notelen);
+		rewind(g.notes);
 	}
 	c->batch = 1; /* its requests share the store */
 	for (;;) {
@@ -755,6 +816,17 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 				add_line(&g, &r, line, lineno);
 		if (g.nl == 0)
 			continue;
+		if (st == NULL && out_of_reach) {
+			/* a server out of reach when the batch began: try it
+			 * again for each group, as a store opened is */
+			struct answer scratch;
+
+			answer_init(&scratch);
+			free(c->open_err);
+			c->open_err = NULL;
+			st = ctx_store(c, &scratch);
+			answer_free(&scratch);
+		}
 		full = decide_group(c, st, &g, mem, &membuf, &state_failed);
 		if (full == -1) {
 			/* standard output failed: say why now, as musl's
@@ -773,6 +845,8 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	/* every request was answered; exit 3 if any answer says a store
 	 * error kept it from being decided */
 	ans->rc = state_failed ? EXIT_STATE : EXIT_ALLOWED;
+	said_again(&g);
+	free(g.said);
 	c->batch = 0; /* the driver closes the store */
 	fclose(mem);
 	fclose(g.notes);

@@ -214,13 +214,28 @@ load lib
 	[ "$(cat out1 out2 out3 out4 | grep -c '"exit":1')" -eq 500 ]
 }
 
-@test "batch: a state file that is not ours is refused before any request" {
+@test "batch: a state file that is not ours answers each request with the error, untouched" {
 	needs_sqlite
 	sqlite3 state.db 'CREATE TABLE t (x)'
-	run --separate-stderr "$THROTTLE" batch <<<"consume k --limit 1/1s"
+	sum=$(sha256sum state.db)
+	# a co-process reading an answer a request gets one, never nothing
+	run --separate-stderr "$THROTTLE" batch <<-EOF
+		consume k --limit 1/1s
+		consume j --limit 1/1s
+		consume --limti 1/1s
+	EOF
 	[ "$status" -eq 3 ]
-	[ -z "$output" ]
-	[[ "$stderr" == *"not a throttle state file"* ]]
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "${lines[0]}" == '{"key":"k","error":"'*"not a throttle state file"*'"exit":3}' ]]
+	[[ "${lines[1]}" == '{"key":"j","error":"'*'"exit":3}' ]]
+	[ "$(field exit "${lines[2]}")" = 2 ]
+	[ "$(grep -c "not a throttle state file" <<<"$stderr")" -eq 1 ] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"the same message for 2 more requests"* ]]
+	# mapped by --on-error as a single call's is
+	run --separate-stderr "$THROTTLE" --on-error deny batch <<<"consume k --limit 1/1s"
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == '{"key":"k","allowed":false,'*'"exit":1}' ]]
+	[ "$(sha256sum state.db)" = "$sum" ]
 	[ "$(sqlite3 state.db 'SELECT count(*) FROM sqlite_schema')" = 1 ]
 }
 

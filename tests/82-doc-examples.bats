@@ -323,8 +323,18 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 	on_path
 	failed_logins() { for n in 1 2 3 4 5 6 7; do echo 10.0.0.1; done; echo 10.0.0.2; }
 	block() { echo "$1" >>blocked; }
-	eval "$(doc 5ab3dadf442c)"
+	eval "$(doc 68d0d360bcd5)"
 	[ "$(cat blocked)" = "$(printf '10.0.0.1\n10.0.0.1')" ]
+	# a state file that cannot be used: every request answered with the
+	# error; under --on-error deny, as the text after it says, every
+	# address is blocked (no answer at all used to block no one)
+	rm blocked
+	echo "not ours" >notours
+	export THROTTLE_DB=$PWD/notours
+	recipe=$(doc 68d0d360bcd5)
+	eval "${recipe/throttle -q batch/throttle -q --on-error deny batch}"
+	[ "$(wc -l <blocked)" -eq 8 ]
+	[ "$(cat notours)" = "not ours" ]
 }
 
 @test "man EXAMPLES: single commands with a user, as written" {

@@ -365,6 +365,43 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	[[ "$output" == *'"allowed":false'* ]]
 }
 
+@test "redis: a batch says an outage once, how many requests it cost, and says it again if it comes back" {
+	# down from the start: each request's answer says so, stderr once
+	for i in $(seq 200); do echo "consume k$i --limit 1/1s"; done >reqs
+	run --separate-stderr "$THROTTLE" batch <reqs
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 200 ]
+	[[ "${lines[199]}" == '{"key":"k200","error":"'*"cannot connect"* ]]
+	[ "$(grep -c "cannot connect" <<<"$stderr")" -eq 1 ] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"batch: the same message for 200 more requests"* ]] || { echo "$stderr"; return 1; }
+	# up, down, up: the count when the server comes back, then the
+	# outage said again, each in its place; every answer still one line
+	mkfifo in
+	"$THROTTLE" batch <in >out 2>err 3>&- &
+	batch=$!
+	track "$batch"
+	exec 4>in
+	echo "consume a --limit 1/1s" >&4
+	wait_until grep -q '"key":"a"' out
+	start_redis
+	echo "consume b --limit 1/1s" >&4
+	wait_until grep -q '"key":"b"' out
+	rcli shutdown nosave >/dev/null 2>&1 || true
+	wait_until test ! -e "$SOCK"
+	echo "consume c --limit 1/1s" >&4
+	echo "consume d --limit 1/1s" >&4
+	exec 4>&-
+	wait "$batch" || true
+	[ "$(wc -l <out)" -eq 4 ]
+	cat out
+	grep -q '"key":"b","allowed":true' out
+	grep -q '"key":"d","error":"' out
+	cat err
+	[ "$(grep -c "cannot connect\|no reply\|server" err)" -ge 2 ]
+	# the first outage's count comes before the second outage's message
+	sed -n 2p err | grep -q "the same message for 1 more request$"
+}
+
 @test "redis: --lock-timeout bounds a call on a server that stops answering" {
 	start_redis --enable-debug-command yes 2>/dev/null ||
 	    skip "this redis-server has no --enable-debug-command"
