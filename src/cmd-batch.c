@@ -781,8 +781,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		 * store failed later: a co-process reading an answer a
 		 * request must not be left with none.  A server out of
 		 * reach is tried again for each group. */
-		out_of_reach =
-		    c->open_unavailable && store_is_remote(c->db);
+		out_of_reach = c->open_unavailable && store_is_remote(c->db);
 		answer_free(ans);
 		answer_init(ans);
 	}
