@@ -207,7 +207,31 @@ rate_decide(struct ctx *c, const struct args *a, int dry, int64_t reserve,
 struct refund {
 	const struct args *a;
 	struct keywork *k;
+	const struct keywork *ours; /* a reservation's: what it saved */
 };
+
+/* Does every limit of k hold, as stored, what ours saved? */
+static int
+as_saved(const struct keywork *k, const struct keywork *ours)
+{
+	const struct kstate *now, *then;
+	int i;
+
+	if (k->n != ours->n)
+		return 0;
+	for (i = 0; i < k->n; i++) {
+		now = &k->w[i].rec.state;
+		then = &ours->w[i].next;
+		if (!k->w[i].found ||
+		    memcmp(now->v, then->v, sizeof(now->v)) != 0 ||
+		    now->nslots != then->nslots ||
+		    (now->nslots > 0 &&
+			memcmp(now->slots, then->slots,
+			    now->nslots * sizeof(*now->slots)) != 0))
+			return 0;
+	}
+	return 1;
+}
 
 static int
 refund_body(struct ctx *c, void *arg, struct answer *ans)
@@ -217,21 +241,29 @@ refund_body(struct ctx *c, void *arg, struct answer *ans)
 	if (ctx_now(c, ans) == -1 ||
 	    keystate_load(c, r->k, r->a->limits, r->a->nlimits, 0, ans) == -1)
 		return -1;
+	/* a reservation's time is in the future, and those who reserved
+	 * after it sleep to times of their own: giving its units back
+	 * would let the next caller have a time one of them has (twice
+	 * the rate).  Only if no one has written the key since; else its
+	 * place stays empty. */
+	if (r->ours != NULL && !as_saved(r->k, r->ours))
+		return TXN_ROLLBACK;
 	keystate_carry(r->k, c->now);
 	keystate_release(r->k, c->now, r->a->cost);
 	return keystate_save(c, r->k, SAVE_CHARGED, c->now, ans);
 }
 
 /*
- * Give back --cost on each of the key's limits: what a reservation took
- * when its wait was cut short, or what run charged for a command that
- * could not be started.  A failure is only warned about.
+ * Give back --cost on each of the key's limits: what run charged for a
+ * command that could not be started, or (ours: the keywork that made it)
+ * what a reservation took when its wait was cut short, if the key is as
+ * it left it.  A failure is only warned about.
  */
-void
-rate_refund(struct ctx *c, const struct args *a)
+static void
+refund(struct ctx *c, const struct args *a, const struct keywork *ours)
 {
 	struct keywork k;
-	struct refund r = { a, &k };
+	struct refund r = { a, &k, ours };
 	struct answer ans;
 
 	keystate_init(&k, a->key, a->keylen);
@@ -240,6 +272,13 @@ rate_refund(struct ctx *c, const struct args *a)
 		log_msg("%s; the units were not given back", ans.msg);
 	keystate_free(&k);
 	answer_free(&ans);
+}
+
+/* What run charged for a command that could not be started, back. */
+void
+rate_refund(struct ctx *c, const struct args *a)
+{
+	refund(c, a, NULL);
 }
 
 /*
@@ -286,7 +325,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			say_waiting(c, a, k, &said);
 			if ((sig = clock_sleep(k->d.retry_after)) != 0) {
 				c->now = start + clock_monotonic() - mono0;
-				rate_refund(c, a);
+				refund(c, a, k);
 				return 128 + sig;
 			}
 			k->d.retry_after = 0;

@@ -315,6 +315,41 @@ placed() {
 	[ "${r%%.*}" -lt 10 ]
 }
 
+@test "a waiter interrupted in the middle of the line leaves its place empty: never two at one time" {
+	# 1 per 0.5s, no burst: four waiters, four behind them, the first
+	# four interrupted, four more; the ones that run are 0.5s apart
+	# (giving the first four's places back let each newcomer have the
+	# time a waiter behind them had: two at once, 8 in 3.5s)
+	o=(--limit 1/0.5s --burst 1)
+	"$THROTTLE" consume q "${o[@]}"
+	cut=()
+	for i in 1 2 3 4; do
+		env --default-signal "$THROTTLE" consume q "${o[@]}" --wait=60s -q &
+		cut+=($!)
+		track $!
+		sleep 0.05
+	done
+	ran=()
+	for i in 5 6 7 8; do
+		("$THROTTLE" consume q "${o[@]}" --wait=60s -q && date +%s%N >>"$TMP/ts") &
+		ran+=($!)
+		track $!
+		sleep 0.05
+	done
+	kill -TERM "${cut[@]}"
+	for i in 1 2 3 4; do
+		("$THROTTLE" consume q "${o[@]}" --wait=60s -q && date +%s%N >>"$TMP/ts") &
+		ran+=($!)
+		track $!
+		sleep 0.05
+	done
+	wait "${ran[@]}"
+	[ "$(wc -l <"$TMP/ts")" -eq 8 ]
+	gaps=$(sort -n "$TMP/ts" | awk 'NR > 1 { printf "%d ", ($1 - prev) / 1000000 } { prev = $1 }')
+	echo "gaps (ms): $gaps"
+	for g in $gaps; do [ "$g" -ge 400 ]; done
+}
+
 # ms since START (date +%s%N)
 since() {
 	echo $((($(date +%s%N) - $1) / 1000000))
