@@ -9,7 +9,8 @@
  *
  * State (struct kstate):
  *	v[0]	when the current window ends, us since the epoch (0: none)
- *	v[1]	units used in it, 1 <= v[1] <= N (0 when there is no window)
+ *	v[1]	units used in it, 1 <= v[1] (0 when there is no window); at
+ *		most N, unless a larger limit counted more (invariant 4)
  *	v[2]	0
  *
  * Invariants:
@@ -20,7 +21,11 @@
  *	3. A clock that steps back keeps the window running (now < end), so
  *	   it can only refuse more; shift() moves the window's end back with
  *	   the clock, so it never runs longer than PERIOD from now.
- *	4. A smaller limit keeps the window, its count capped at the new N.
+ *	4. A change of limit keeps the window and its whole count, even
+ *	   above a smaller N: capped, a request at cost 0 or a release
+ *	   saved it so, and a larger limit again admitted more than N in
+ *	   the window.
+ *	5. A cost of 0 is allowed: it takes nothing.
  */
 #include "throttle.h"
 
@@ -35,7 +40,7 @@ fixed_decide(const struct limit *l, const struct kstate *s, int64_t now,
 		end = now + l->period; /* a new window would start now */
 		used = 0;
 	}
-	if (cost <= l->count - used) {
+	if (cost == 0 || cost <= l->count - used) {
 		d->allowed = 1;
 		d->retry_after = 0;
 		used += cost;
@@ -46,7 +51,7 @@ fixed_decide(const struct limit *l, const struct kstate *s, int64_t now,
 		d->allowed = 0;
 		d->retry_after = end - now;
 	}
-	d->remaining = l->count - used;
+	d->remaining = used >= l->count ? 0 : l->count - used;
 	d->reset_after = used > 0 ? end - now : 0;
 }
 
@@ -63,15 +68,14 @@ fixed_release(const struct limit *l, const struct kstate *s, int64_t now,
 	next->v[1] = s->v[1] - cost;
 }
 
-/* The window keeps its end and its count (at most N) across a change. */
+/* The window keeps its end and its count across a change (invariant 4). */
 static void
 fixed_convert(const struct limit *old, const struct limit *new,
     const struct kstate *s, struct kstate *next)
 {
 	(void)old;
+	(void)new;
 	algo_copy_fields(next, s);
-	if (next->v[1] > new->count)
-		next->v[1] = new->count;
 }
 
 static void
@@ -92,7 +96,8 @@ fixed_valid(const struct limit *l, const struct kstate *s)
 {
 	if (s->v[1] == 0)
 		return s->v[0] == 0 && s->v[2] == 0 ? 0 : -1;
-	if (s->v[1] < 0 || s->v[1] > l->count || s->v[2] != 0)
+	(void)l; /* a count may be a larger limit's (invariant 4) */
+	if (s->v[1] < 0 || s->v[2] != 0)
 		return -1;
 	if (s->v[0] <= 0 || s->v[0] > TIME_MAX + DURATION_MAX)
 		return -1;

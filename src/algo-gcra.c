@@ -60,7 +60,7 @@ gcra_decide(const struct limit *l, const struct kstate *s, int64_t now,
 	i128 left;
 
 	algo_copy_fields(next, s);
-	if (want - n <= tau) {
+	if (cost == 0 || want - n <= tau) { /* cost 0 takes nothing */
 		d->allowed = 1;
 		d->retry_after = 0;
 		set_tat(l, want, next);

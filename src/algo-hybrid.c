@@ -19,7 +19,10 @@
  *	v[0]	mode: 0 at rest (no state), 1 bursty, 2 smooth
  *	v[1]	bursty: when the window started; smooth: the last update (us)
  *	v[2]	the bucket, in units * PERIOD; whole units in bursty mode,
- *		-N * PERIOD <= v[2] < N * PERIOD
+ *		v[2] < N * PERIOD; at least 0 in bursty mode and -N * PERIOD
+ *		in smooth mode, unless a larger limit used more (invariant
+ *		5) or a window that started after now left more to pay
+ *		(invariant 4)
  *
  * Invariants:
  *	1. A refused request changes nothing.  (The seed also saves the smooth
@@ -28,8 +31,17 @@
  *	2. A request is allowed the instant the bucket holds its cost.
  *	3. A key whose bucket is full is saved as at rest (all zero).
  *	4. A state whose time is later than now (a clock that stepped back,
- *	   racing callers) is taken as written now: the bucket never earns
- *	   negative time, so it never falls below -N * PERIOD.
+ *	   racing callers) keeps it: a bursty window keeps its start, and a
+ *	   smooth bucket owes what it has not earned by now.  Taking it as
+ *	   written now would end the window, or start the earning, that
+ *	   much sooner once the clock is right again: a step back and
+ *	   forward admitted more than the limit.  No wait grows past two
+ *	   periods for it (the start at most a period ahead, the debt at
+ *	   most a quota), and a step back beyond the key's horizon is moved
+ *	   back with the clock before it gets here (limit_carry()).
+ *	5. A change of limit keeps the bucket's debt whole, even below -N *
+ *	   PERIOD of a smaller limit: capped, it was paid off sooner, and a
+ *	   request at cost 0, or a release, saved it so.
  */
 #include "throttle.h"
 
@@ -53,13 +65,24 @@ advance(const struct limit *l, const struct kstate *s, int64_t now)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
 
-	if (h.mode != AT_REST && h.time > now)
-		h.time = now;
-	if (h.mode == SMOOTH) {
+	i128 lagged, floor;
+
+	/* invariant 4, no further ahead than a period (steps back that
+	 * add up, each within the horizon) */
+	if (h.mode != AT_REST && h.time - now > l->period)
+		h.time = now + l->period;
+	if (h.mode == SMOOTH && now >= h.time) {
 		h.bucket += ((i128)now - h.time) * l->count;
 		h.time = now;
 		if (h.bucket >= full(l))
 			h.mode = AT_REST;
+	} else if (h.mode == SMOOTH) {
+		/* what it has not earned by now, as debt; no deeper than a
+		 * whole quota, so no wait is longer than two periods */
+		lagged = h.bucket - ((i128)h.time - now) * l->count;
+		floor = h.bucket < -full(l) ? h.bucket : -full(l);
+		h.bucket = lagged > floor ? lagged : floor;
+		h.time = now;
 	}
 	if (h.mode == AT_REST ||
 	    (h.mode == BURSTY && h.time + l->period <= now)) {
@@ -74,6 +97,13 @@ static i128
 ceil_div(i128 a, i128 b)
 {
 	return a <= 0 ? 0 : (a + b - 1) / b;
+}
+
+/* A wait in us, no longer than a duration can be. */
+static int64_t
+wait_us(i128 w)
+{
+	return w > DURATION_MAX ? DURATION_MAX : (int64_t)w;
 }
 
 static void
@@ -93,7 +123,7 @@ hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
     int64_t cost, struct decision *d, struct kstate *next)
 {
 	struct hstate h = advance(l, s, now);
-	i128 want = (i128)cost * l->period;
+	i128 want = (i128)cost * l->period, floor = -full(l);
 
 	algo_copy_fields(next, s);
 	d->allowed = cost == 0 || h.bucket >= want;
@@ -105,6 +135,8 @@ hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
 			h.bucket =
 			    -((i128)h.time + l->period - now) * l->count +
 			    l->period;
+			if (h.bucket < floor) /* a window started after now */
+				h.bucket = floor;
 			h.time = now;
 			h.mode = SMOOTH;
 		} else
@@ -115,14 +147,14 @@ hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
 	if (!d->allowed)
 		d->retry_after = h.mode == BURSTY
 		    ? h.time + l->period - now
-		    : (int64_t)ceil_div(want - h.bucket, l->count);
+		    : wait_us(ceil_div(want - h.bucket, l->count));
 	d->remaining = h.bucket <= 0 ? 0 : (int64_t)(h.bucket / l->period);
 	if (h.mode == BURSTY)
 		d->reset_after =
 		    h.bucket >= full(l) ? 0 : h.time + l->period - now;
 	else
 		d->reset_after =
-		    (int64_t)ceil_div(full(l) - h.bucket, l->count);
+		    wait_us(ceil_div(full(l) - h.bucket, l->count));
 }
 
 static void
@@ -146,25 +178,36 @@ floor_div(i128 a, i128 b)
 	return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
-/* The bucket keeps its units (rounded down) across a change of limit. */
+/*
+ * Across a change of limit (invariant 5), a bursty window keeps the units
+ * it has used, so what is left may be below zero under a smaller N; a
+ * smooth bucket keeps the time it has to earn before it is full again.
+ * Either comes back whole under the first limit, so changing a key's
+ * limit and back admits no more than the first limit would have.
+ */
 static void
 hybrid_convert(const struct limit *old, const struct limit *new,
     const struct kstate *s, struct kstate *next)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
+	i128 used, rest;
 
 	algo_copy_fields(next, s);
 	if (h.mode == AT_REST)
 		return;
-	h.bucket = floor_div(h.bucket * new->period, old->period);
-	if (h.mode == BURSTY)
-		h.bucket = floor_div(h.bucket, new->period) * new->period;
+	if (h.mode == BURSTY) {
+		used = old->count - floor_div(h.bucket, old->period);
+		h.bucket = ((i128) new->count - used) * new->period;
+	} else {
+		rest = ceil_div(full(old) - h.bucket, old->count);
+		h.bucket = full(new) - rest * new->count;
+		if (rest == 0)
+			h.mode = BURSTY; /* full: saved as at rest */
+	}
 	if (h.bucket > full(new))
 		h.bucket = full(new);
-	if (h.bucket < -full(new))
-		h.bucket = -full(new);
-	if (h.mode == SMOOTH && h.bucket >= full(new))
-		h.mode = BURSTY;
+	if (h.bucket < -INT64_MAX)
+		h.bucket = -INT64_MAX;
 	save(new, &h, next);
 }
 
@@ -186,9 +229,9 @@ hybrid_valid(const struct limit *l, const struct kstate *s)
 		return -1;
 	if (s->v[1] < 0 || s->v[1] > TIME_MAX)
 		return -1;
-	if (s->v[2] >= full(l) || s->v[2] < -full(l))
+	if (s->v[2] >= full(l)) /* a debt may be as deep as a larger limit's */
 		return -1;
-	if (s->v[0] == BURSTY && (s->v[2] < 0 || s->v[2] % l->period != 0))
+	if (s->v[0] == BURSTY && s->v[2] % l->period != 0)
 		return -1;
 	return 0;
 }

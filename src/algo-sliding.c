@@ -72,7 +72,7 @@ sliding_decide(const struct limit *l, const struct kstate *s, int64_t now,
 	struct slot *last;
 	size_t i;
 
-	d->allowed = total + cost <= l->count;
+	d->allowed = cost == 0 || total + cost <= l->count; /* 0: nothing */
 	d->retry_after = 0;
 	if (d->allowed && cost > 0) {
 		last = next->nslots ? &next->slots[next->nslots - 1] : NULL;

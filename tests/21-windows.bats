@@ -284,3 +284,48 @@ expect() {
 		[ "$status" -eq 0 ] || { echo "$algo at 61: $status $output"; return 1; }
 	done
 }
+
+@test "a limit lowered and raised again admits no more than the first limit: cost 0 and release keep the count" {
+	# 10 spent in a window of 10/1m; a request at cost 0 (or, for the
+	# fixed window, a release of one) under 5/1m; then 10/1m again: the
+	# window holds no more than its 10 (a count capped at 5 and saved so
+	# let 5 more in).  (A unit a hybrid bucket is given back under 5/1m
+	# is worth two of 10/1m's time: not this test's.)
+	for algo in fixed-window hybrid; do
+		for step in "consume --cost 0" "release --cost 1"; do
+			[ "$algo" = hybrid ] && [ "${step%% *}" = release ] && continue
+			k="$algo-${step%% *}"
+			for n in $(seq 10); do at 1000 consume "$k" --limit 10/1m --algorithm "$algo" -q; done
+			at 1001 $step "$k" --limit 5/1m --algorithm "$algo" -q
+			admitted=0
+			for t in 1002 1010 1030 1050 1059; do
+				at "$t" consume "$k" --limit 10/1m --algorithm "$algo" -q && admitted=$((admitted + 1))
+			done
+			# a release gave one back: at most that one
+			max=0
+			[ "${step%% *}" = release ] && max=1
+			[ "$admitted" -le "$max" ] || { echo "$algo, $step: $admitted admitted before 1060"; return 1; }
+		done
+	done
+	# hybrid in a bursty window: 2 of 10 used, cost 0 under 5/1m, then
+	# 10/1m again: 8 more, not 10
+	for n in 1 2; do at 1000 consume b --limit 10/1m --algorithm hybrid -q; done
+	at 1001 consume b --limit 5/1m --algorithm hybrid --cost 0 -q
+	admitted=0
+	for n in $(seq 12); do at 1002 consume b --limit 10/1m --algorithm hybrid -q && admitted=$((admitted + 1)); done
+	[ "$admitted" -eq 8 ]
+}
+
+@test "a cost of 0 is allowed on every algorithm, however full the key, and starts no lockout" {
+	for algo in gcra fixed-window sliding-window hybrid; do
+		at 1000 consume "z-$algo" --limit 4/1m --algorithm "$algo" --cost 4
+		# full, and beyond a smaller limit
+		run --separate-stderr at 1000 consume "z-$algo" --limit 2/1m --algorithm "$algo" --cost 0 --lockout 1h --format json
+		[ "$status" -eq 0 ] || { echo "$algo: $status $output $stderr"; return 1; }
+		[ "$(field remaining "$output")" = 0 ]
+		run --separate-stderr at 1000 check "z-$algo" --limit 4/1m --algorithm "$algo" --cost 0
+		[ "$status" -eq 0 ] || { echo "$algo check: $status $stderr"; return 1; }
+		run at 1001 inspect "z-$algo" --format json
+		[[ "$output" != *lockout* ]] || { echo "$algo: $output"; return 1; }
+	done
+}

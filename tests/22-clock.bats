@@ -90,3 +90,26 @@ YEAR=$((365 * 86400))
 	run at 1060 consume s --limit 1/60s
 	[ "$status" -eq 0 ]
 }
+
+@test "hybrid: a step back within the window, then forward, admits no more than without it" {
+	# 4/60s: without the step, 4 in the window that began at 1000; the
+	# step back to 950 used to start the window again there, ending it
+	# at 1010, and 1050 gave 3 more
+	for t in 1000 950 999 1050 1050 1050 1050; do
+		at "$t" consume x --limit 4/60s --algorithm hybrid -q && echo "$t" >>allowed
+	done
+	[ "$(wc -l <allowed)" -eq 4 ] || { cat allowed; return 1; }
+	run at 1059 consume x --limit 4/60s --algorithm hybrid
+	[ "$status" -eq 1 ]
+	run at 1060 consume x --limit 4/60s --algorithm hybrid
+	[ "$status" -eq 0 ]
+	# smooth: what the bucket had not earned at the step is still owed
+	for n in 1 2 3 4; do at 2000 consume y --limit 4/60s --algorithm hybrid -q; done
+	at 2060 consume y --limit 4/60s --algorithm hybrid -q
+	run at 2040 consume y --limit 4/60s --algorithm hybrid
+	[ "$status" -eq 1 ]
+	run at 2074 consume y --limit 4/60s --algorithm hybrid
+	[ "$status" -eq 1 ]
+	run at 2075 consume y --limit 4/60s --algorithm hybrid
+	[ "$status" -eq 0 ]
+}
