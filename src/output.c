@@ -51,11 +51,19 @@ output_seconds(char *buf, size_t len, int64_t us)
 	return n;
 }
 
+/* Whole seconds, rounded up. */
+static long long
+secs_up(int64_t us)
+{
+	return us <= 0 ? 0
+		       : (long long)(us / US_PER_SEC + (us % US_PER_SEC != 0));
+}
+
 /*
  * A wait as a person reads it, into buf (len >= 32); its length.  Under a
  * minute, seconds rounded up to the millisecond ("0.25s", "12.5s");
- * longer, whole days, hours, minutes and seconds ("23h59m59s", "1d2h"),
- * where a fraction of a second no longer matters.
+ * longer, whole days, hours, minutes and seconds, the seconds rounded up
+ * ("23h59m59s", "1d2h"), where a fraction of a second no longer matters.
  */
 size_t
 output_human(char *buf, size_t len, int64_t us)
@@ -79,7 +87,7 @@ output_human(char *buf, size_t len, int64_t us)
 		buf[n] = '\0';
 		return n;
 	}
-	s = us / US_PER_SEC;
+	s = secs_up(us); /* waiting the time shown always succeeds */
 	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
 		if (s < parts[i].s)
 			continue;
@@ -91,14 +99,6 @@ output_human(char *buf, size_t len, int64_t us)
 		s %= parts[i].s;
 	}
 	return n;
-}
-
-/* Whole seconds, rounded up. */
-static long long
-secs_up(int64_t us)
-{
-	return us <= 0 ? 0
-		       : (long long)(us / US_PER_SEC + (us % US_PER_SEC != 0));
 }
 
 /* A duration as a user would write it: 15m, 1h30m, 250ms, 0.000125s. */
