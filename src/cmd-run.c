@@ -178,6 +178,7 @@ struct job {
 	int own_group; /* in a group of its own (not at a terminal) */
 	pid_t group; /* the group the lease names */
 	int64_t group_start; /* no process of it older than this counts */
+	int signal; /* the signal that killed it, 0 if none */
 };
 
 /* Nonzero if this process is in the foreground of its terminal. */
@@ -317,8 +318,10 @@ run_job(const struct args *a, struct job *j, int *ran, const char *note)
 	job_group = job_pid = 0;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
-	if (WIFSIGNALED(status))
+	if (WIFSIGNALED(status)) {
+		j->signal = WTERMSIG(status);
 		return 128 + WTERMSIG(status);
+	}
 	return EXIT_CANNOT_RUN;
 }
 
@@ -468,6 +471,18 @@ group_lingers(const struct job *j)
 	return 1;
 }
 
+/*
+ * A job ^C killed: throttle ends by SIGINT too, once its slot is let go,
+ * so a shell running it in a loop stops the loop, as it would for the
+ * command itself (a shell goes on when a child only exits 130).
+ */
+static void
+died_of(const struct job *j, struct answer *ans)
+{
+	if (j->signal == SIGINT)
+		ans->died_of = SIGINT;
+}
+
 /* --concurrency: hold a slot while the job runs. */
 static void
 run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
@@ -500,6 +515,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	if (taken == -1 && failed == EXIT_ALLOWED) {
 		/* --on-error allow: fail open, the job runs without a slot */
 		ans->rc = run_job(a, &j, &ran, "");
+		died_of(&j, ans);
 		return;
 	}
 	if (taken != 1) {
@@ -539,6 +555,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	else
 		release(c, a, &l);
 	ans->rc = status;
+	died_of(&j, ans);
 }
 
 static void

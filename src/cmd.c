@@ -9,6 +9,8 @@
  * nowhere else.  batch runs the same flow for each line it reads, in a
  * context of its own (cmd-batch.c).
  */
+#include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -212,6 +214,25 @@ cmd_decide(int argc, char **argv, struct answer *ans)
 }
 
 /* Parse the command line and environment, run the command. */
+/*
+ * End by signal sig, its default action, once all that was to be said is
+ * out (run's job died of ^C: a shell's loop around throttle stops as it
+ * would around the job).  Returns only if the signal did not end it.
+ */
+static void
+die_of(int sig)
+{
+	sigset_t set;
+
+	fflush(stdout);
+	fflush(stderr);
+	signal(sig, SIG_DFL);
+	sigemptyset(&set);
+	sigaddset(&set, sig);
+	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	raise(sig);
+}
+
 int
 cmd_main(int argc, char **argv)
 {
@@ -260,6 +281,8 @@ cmd_main(int argc, char **argv)
 			cmd_answer(&c, &a, &ans);
 		rc = finish(&c, &a, &ans);
 		ctx_free(&c);
+		if (ans.died_of != 0)
+			die_of(ans.died_of);
 		answer_free(&ans);
 	}
 	args_free(&a);

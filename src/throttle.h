@@ -380,6 +380,7 @@ enum msg_kind {
 };
 struct answer {
 	int rc;
+	int died_of; /* run's job died of SIGINT: throttle ends so too */
 	int nrec, cap;
 	struct record **rec;
 	enum msg_kind msg_kind;

@@ -110,6 +110,30 @@ load lib
 	done
 }
 
+@test "run: a job ^C killed ends the wrapper by SIGINT too, so a shell's loop stops" {
+	command -v python3 >/dev/null || skip "needs python3 to send ^C to a process group"
+	printf '%s\n' 'for i in 1 2 3; do "$THROTTLE" run k --concurrency 1 -- sleep 3; echo "rc=$?"; done' \
+	    'echo loop-done' >loop.sh
+	# bash and what it runs in a group of their own, SIGINT at its
+	# default, as at a terminal; ^C to the group once the job runs
+	run env THROTTLE="$THROTTLE" python3 -c 'import os, signal, subprocess, sys, time
+p = subprocess.Popen(["bash", "loop.sh"], start_new_session=True,
+    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+deadline = time.time() + 10
+while time.time() < deadline and subprocess.run([sys.argv[1], "inspect", "k"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode != 0:
+    time.sleep(0.05)
+os.killpg(p.pid, signal.SIGINT)
+out = p.communicate(timeout=20)[0].decode()
+print(p.returncode, repr(out))' "$THROTTLE"
+	# bash itself died of SIGINT, before a second turn of the loop (the
+	# wrapper used to exit 130, and bash took the job for one that
+	# handled ^C and went on)
+	[ "$output" = "-2 ''" ] || { echo "$output"; return 1; }
+	wait_until is_free k
+}
+
 # wait_gone PID: until process PID has exited (at most 10 s)
 wait_gone() {
 	for _ in $(seq 100); do
