@@ -769,8 +769,10 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	long lineno = 0;
 	int full, state_failed = 0, out_of_reach = 0;
 
-	(void)a;
-	if (c->format != FORMAT_JSON && c->format != FORMAT_TEXT) {
+	/* THROTTLE_FORMAT, for single calls (shell, to eval), does not
+	 * apply: only a --format given to batch itself is refused */
+	if (a->has_format && c->format != FORMAT_JSON &&
+	    c->format != FORMAT_TEXT) {
 		answer_usage(ans,
 		    "batch: answers are JSON lines; leave --format out");
 		return;

@@ -270,3 +270,13 @@ load lib
 	printf 'consume a --limit 2/1m\n' | THROTTLE_NOW=1 "$THROTTLE" batch 2>"$TMP/err" | true
 	[ ! -s "$TMP/err" ]
 }
+
+@test "batch: THROTTLE_FORMAT, for single calls, does not apply; --format shell is refused" {
+	# a script that exports THROTTLE_FORMAT=shell to eval its calls
+	run --separate-stderr env THROTTLE_FORMAT=shell "$THROTTLE" batch <<<"consume k --limit 1/1m"
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"key":"k","allowed":true,'*'"exit":0}' ]]
+	run --separate-stderr "$THROTTLE" batch --format shell <<<"consume k --limit 1/1m"
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"leave --format out"* ]]
+}
