@@ -48,12 +48,20 @@ read_proc(const char *rel, char *buf, size_t len)
 	return n;
 }
 
+/*
+ * The first PID namespace's inode (PROC_PID_INIT_INO), on every Linux
+ * since 3.8: the host's own, where a pid means what it says to every
+ * process of the host.
+ */
+#define PIDNS_INIT "pid:[4026531836]"
+
 /* This host's name and boot id (empty if the kernel does not say). */
 int
 host_self(struct host *h)
 {
-	char buf[64];
-
+	char buf[64], path[4096], ns[64];
+	ssize_t n;
+	size_t len;
 	char *p;
 
 	memset(h, 0, sizeof(*h));
@@ -61,8 +69,24 @@ host_self(struct host *h)
 	    h->name[0] == '\0')
 		snprintf(h->name, sizeof(h->name), "localhost");
 	for (p = h->name; *p != '\0'; p++)
-		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f || *p == ' ')
 			*p = '?'; /* a lease's host is one printable word */
+	/* a process in a PID namespace of its own (a container, unshare
+	 * -p) is on another host as far as pids go: its pid 7 is not the
+	 * host's, nor another container's.  Named apart, a lease it holds
+	 * is never taken for one whose owner is gone, by the host or by a
+	 * container with the same host name; the host's own name stays as
+	 * it was, so leases taken before this are still judged. */
+	snprintf(path, sizeof(path), "%s/self/ns/pid", proc_root());
+	if ((n = readlink(path, ns, sizeof(ns) - 1)) > 0) {
+		ns[n] = '\0';
+		len = strlen(h->name);
+		if (strcmp(ns, PIDNS_INIT) != 0 &&
+		    strncmp(ns, "pid:[", 5) == 0 &&
+		    len + 1 + (size_t)n < sizeof(h->name))
+			snprintf(h->name + len, sizeof(h->name) - len, "/%.*s",
+			    (int)(n - 6), ns + 5); /* "/4026532178" */
+	}
 	if (read_proc("sys/kernel/random/boot_id", buf, sizeof(buf)) > 0) {
 		buf[strcspn(buf, "\n")] = '\0';
 		buf[BOOT_ID_MAX] = '\0';

@@ -336,3 +336,24 @@ wait_gone() {
 	run --separate-stderr "$THROTTLE" --db "$TMP/afile/state.db" --on-error allow run k --limit 1/1d --concurrency 1 --cost 2 -- true
 	[ "$status" -eq 2 ]
 }
+
+@test "run --concurrency 1: a job in another PID namespace holds the slot, both ways" {
+	unshare -pf --mount-proc true 2>/dev/null || skip "needs unshare -p (root, or user namespaces)"
+	# the host holds it: a container with the same host name is refused
+	"$THROTTLE" run k --concurrency 1 -- sh -c ": >'$TMP/up1'; sleep 3" 3>&- &
+	track $!
+	wait_until test -e "$TMP/up1"
+	run --separate-stderr unshare -pf --mount-proc "$THROTTLE" run k --concurrency 1 -- echo second
+	[ "$status" -eq 75 ] || { echo "$status $output $stderr"; return 1; }
+	[ -z "$output" ]
+	# a container holds it: the host, and another container, are
+	# refused (its pid 1 is not the host's pid 1)
+	unshare -pf --mount-proc "$THROTTLE" run j --concurrency 1 -- sh -c ": >'$TMP/up2'; sleep 3" 3>&- &
+	track $!
+	wait_until test -e "$TMP/up2"
+	run --separate-stderr "$THROTTLE" run j --concurrency 1 -- echo second
+	[ "$status" -eq 75 ] || { echo "$status $output $stderr"; return 1; }
+	[[ "$stderr" == *"on $(hostname)/"[0-9]*","* ]] || { echo "$stderr"; return 1; }
+	run --separate-stderr unshare -pf --mount-proc "$THROTTLE" run j --concurrency 1 -- echo second
+	[ "$status" -eq 75 ]
+}
