@@ -432,8 +432,8 @@ set_lease(struct args *a, const struct option_def *d, const char *v)
 	if (strlen(v) != LEASE_ID_LEN ||
 	    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
 		return usage_error(a,
-		    "--lease: '%s' is not a lease id (%d hex digits, as "
-		    "acquire prints them)",
+		    "--lease: '%s' is not a lease id (%d lower-case hex "
+		    "digits, as acquire prints them)",
 		    v, LEASE_ID_LEN);
 	return set_text(a, d, v);
 }
@@ -637,6 +637,13 @@ option_value(struct args *a, const struct option_def *d, int argc, char **argv,
 		if (*i + 1 < argc &&
 		    parse_duration(argv[*i + 1], &t, &err) == 0)
 			*v = argv[++*i];
+		else if (*i + 1 < argc && argv[*i + 1][0] >= '0' &&
+		    argv[*i + 1][0] <= '9')
+			/* a bound mistyped, not one argument too many */
+			return usage_error(a,
+			    "--wait: '%s' %s; a key that begins with a digit "
+			    "goes before --wait",
+			    argv[*i + 1], err);
 		return 0;
 	}
 	if (*i + 1 >= argc)

@@ -34,7 +34,7 @@ int
 ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	const struct cmd_entry *cmd = a->cmd;
-	const char *env, *err;
+	const char *env, *err, *from = "--db";
 #ifdef THROTTLE_REDIS
 	char msg[STORE_ERR_MAX];
 #endif
@@ -69,6 +69,7 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 			    "or a redis:// URL, or unset it for the default "
 			    "file");
 		c->db = env;
+		from = "THROTTLE_DB";
 	}
 	if (c->db == NULL) {
 		c->dbbuf = xmalloc(DBPATH_MAX);
@@ -78,13 +79,13 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if (store_check_spec(c->db, &err) == -1)
 		/* the scheme only: the rest may hold a password */
-		return answer_usage(ans, "--db: '%.*s...' %s",
+		return answer_usage(ans, "%s: '%.*s...' %s", from,
 		    (int)strcspn(c->db, ":"), c->db, err);
 #ifdef THROTTLE_REDIS
 	/* a Redis URL that cannot be right is the command line's fault */
 	if (store_is_remote(c->db) && strncmp(c->db, "rediss://", 9) != 0 &&
 	    store_redis_check(c->db, msg, sizeof(msg)) == -1)
-		return answer_usage(ans, "--db: %s", msg);
+		return answer_usage(ans, "%s: %s", from, msg);
 #endif
 	c->dbname = xmalloc(DBNAME_MAX);
 	store_display(c->db, c->dbname, DBNAME_MAX);

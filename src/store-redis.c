@@ -314,6 +314,12 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "redis+sentinel://HOST:PORT/MASTER for the master it names",
 		    what, r->str);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "NOAUTH", 6) == 0)
+		set_err(rs,
+		    "%s: %.100s: the server wants a password; give it in the "
+		    "URL (redis://:PASSWORD@HOST:PORT, or ?password=)",
+		    what, r->str);
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 	    strncmp(r->str, "NOPERM", 6) == 0)
 		set_err(rs,
 		    "%s: %.200s: grant the user the commands throttle runs "

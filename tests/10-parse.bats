@@ -119,6 +119,10 @@ load lib
 	# a word that is not a duration is the next operand, as before
 	run --separate-stderr at 1000 consume --wait w2 --limit 1/1h
 	[ "$status" -eq 0 ]
+	# but a mistyped bound is named as one, not as an argument too many
+	run --separate-stderr at 1000 consume w3 --limit 1/1h --wait 5x
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "throttle: --wait: '5x' is not a duration"*"goes before --wait" ]] || { echo "$stderr"; return 1; }
 	run "$THROTTLE" help consume
 	[[ "$output" == *"[--wait [MAX]]"* ]]
 }

@@ -231,7 +231,7 @@ load lib
 @test "--lease takes only a lease id, so nothing hostile is echoed" {
 	run "$THROTTLE" release k --lease $'nope\x1b[31m'
 	[ "$status" -eq 2 ]
-	[[ "$output" == *"is not a lease id (16 hex digits"* ]]
+	[[ "$output" == *"is not a lease id (16 lower-case hex digits"* ]]
 	run "$THROTTLE" renew k --lease ABCDEF0123456789
 	[ "$status" -eq 2 ]
 }

@@ -212,6 +212,17 @@ while True:
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == *"--db: redis: the port is not a number"* ]]
 	[[ "$stderr" != *hunter2* ]]
+	# from the environment: named as such, not as an option not given
+	run --separate-stderr env THROTTLE_DB="redis://u:hunter2@localhost:99999" "$THROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == "throttle: THROTTLE_DB: redis: the port is not a number"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" != *hunter2* ]]
+	# a server that wants a password it was not given says so
+	rcli config set requirepass s3cret >/dev/null
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK" consume k --limit 1/1s
+	rcli -a s3cret --no-auth-warning config set requirepass "" >/dev/null
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"NOAUTH"*"the server wants a password; give it in the URL"* ]] || { echo "$stderr"; return 1; }
 	for url in 'redis+cluster://h:7000/3' 'redis+cluster://h:7000?db=2' \
 	    'redis+sentinel://h:26379' 'redis+sentinel://h:26379/' \
 	    'redis://a:1,b:2' 'redis://h?sentinel_password=x' \
