@@ -392,15 +392,16 @@ enum { CHARGE_STOP, CHARGE_DONE, CHARGE_OPEN };
  * why and has the exit status).
  */
 static int
-charge(struct ctx *c, const struct args *a, struct answer *ans)
+charge(struct ctx *c, const struct args *a, struct keywork *kw,
+    struct answer *ans)
 {
 	struct keywork k;
 	char why[64], t[32];
 	int rc;
 
-	keystate_init(&k, a->key, a->keylen);
-	rc = rate_wait(c, a, &k, ans);
-	keystate_free(&k);
+	keystate_init(kw, a->key, a->keylen);
+	rc = rate_wait(c, a, kw, ans);
+	k = *kw; /* its decision (the caller frees it) */
 	if (rc == -1 && (rc = store_failed(c, a, ans)) == EXIT_ALLOWED)
 		return CHARGE_OPEN; /* --on-error allow: fail open */
 	if (rc != EXIT_ALLOWED && rc != EXIT_REFUSED) {
@@ -435,10 +436,13 @@ charge(struct ctx *c, const struct args *a, struct answer *ans)
 static void
 run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 {
+	struct keywork k;
 	int err, charged;
 
-	if ((charged = charge(c, a, ans)) == CHARGE_STOP)
+	if ((charged = charge(c, a, &k, ans)) == CHARGE_STOP) {
+		keystate_free(&k);
 		return;
+	}
 	fflush(NULL);
 	signal(SIGPIPE, SIG_DFL);
 	slice_default();
@@ -447,7 +451,8 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 	log_msg("run: %s: %s%s", a->command[0], strerror(err),
 	    charged == CHARGE_DONE ? "; its unit is given back" : "");
 	if (charged == CHARGE_DONE)
-		rate_refund(c, a);
+		rate_refund(c, a, &k);
+	keystate_free(&k);
 	ans->rc = cannot_run(err);
 }
 
@@ -490,6 +495,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	struct lease l, who;
 	struct slots_seen seen;
 	struct job j;
+	struct keywork kw; /* the rate's decision, with --limit */
 	int64_t mono0 = clock_monotonic();
 	int status, ran, taken, failed = 0, charged = 0;
 
@@ -536,7 +542,8 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 			if (b.wait_max < 0)
 				b.wait_max = 0;
 		}
-		if ((charged = charge(c, &b, ans)) == CHARGE_STOP) {
+		if ((charged = charge(c, &b, &kw, ans)) == CHARGE_STOP) {
+			keystate_free(&kw);
 			cancel_job(&j);
 			release(c, a, &l);
 			return;
@@ -546,7 +553,9 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	status = run_job(a, &j, &ran,
 	    charged == CHARGE_DONE ? "; its unit is given back" : "");
 	if (!ran && charged == CHARGE_DONE)
-		rate_refund(c, a); /* not found or not executable */
+		rate_refund(c, a, &kw); /* not found or not executable */
+	if (charged != 0)
+		keystate_free(&kw);
 	if (ran && group_lingers(&j))
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    ": %s left processes running in its process group %ld; "

@@ -270,6 +270,36 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 }
 
 /*
+ * Undo a decision: write back, for each limit, the state the decision in
+ * ours started from (ours->w[i].cur), where k has just loaded what it
+ * saved.  Each keeps the time it was to be back at rest (a later one than
+ * the state now written needs, which only keeps it longer from gc).  0,
+ * or -1 with the store's error.
+ */
+int
+keystate_restore(struct ctx *c, const struct keywork *k,
+    const struct keywork *ours, struct answer *a)
+{
+	struct keyrec rec;
+	int i;
+
+	for (i = 0; i < ours->n; i++) {
+		memset(&rec, 0, sizeof(rec));
+		memcpy(rec.key, ours->key, ours->keylen);
+		rec.key[ours->keylen] = '\0';
+		rec.keylen = ours->keylen;
+		rec.idx = i;
+		rec.limit = ours->w[i].lim;
+		rec.state = ours->w[i].cur;
+		rec.rest_at = k->w[i].rec.rest_at;
+		rec.written_at = c->now;
+		if (store_save(c->store, &rec) == -1)
+			return ctx_fail(c, a);
+	}
+	return 0;
+}
+
+/*
  * Give cost units back to every limit at now, never beyond capacity: each
  * limit's next state is the key after the release, and its decision (for
  * cost 0) what the key then reads.

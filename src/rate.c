@@ -207,7 +207,8 @@ rate_decide(struct ctx *c, const struct args *a, int dry, int64_t reserve,
 struct refund {
 	const struct args *a;
 	struct keywork *k;
-	const struct keywork *ours; /* a reservation's: what it saved */
+	const struct keywork *ours; /* the decision that charged, or NULL */
+	int reserved; /* it was a reservation, its time still to come */
 };
 
 /* Does every limit of k hold, as stored, what ours saved? */
@@ -241,12 +242,16 @@ refund_body(struct ctx *c, void *arg, struct answer *ans)
 	if (ctx_now(c, ans) == -1 ||
 	    keystate_load(c, r->k, r->a->limits, r->a->nlimits, 0, ans) == -1)
 		return -1;
+	/* no one has written the key since: it goes back to what it was
+	 * before the charge, exactly (a release alone left a hybrid key
+	 * that spent its last unit in smooth mode, owing most of it) */
+	if (r->ours != NULL && as_saved(r->k, r->ours))
+		return keystate_restore(c, r->k, r->ours, ans);
 	/* a reservation's time is in the future, and those who reserved
 	 * after it sleep to times of their own: giving its units back
 	 * would let the next caller have a time one of them has (twice
-	 * the rate).  Only if no one has written the key since; else its
-	 * place stays empty. */
-	if (r->ours != NULL && !as_saved(r->k, r->ours))
+	 * the rate).  Its place stays empty. */
+	if (r->reserved)
 		return TXN_ROLLBACK;
 	keystate_carry(r->k, c->now);
 	keystate_release(r->k, c->now, r->a->cost);
@@ -254,16 +259,17 @@ refund_body(struct ctx *c, void *arg, struct answer *ans)
 }
 
 /*
- * Give back --cost on each of the key's limits: what run charged for a
- * command that could not be started, or (ours: the keywork that made it)
- * what a reservation took when its wait was cut short, if the key is as
- * it left it.  A failure is only warned about.
+ * Give back --cost on each of the key's limits, taken by the decision in
+ * ours (NULL: not known): what run charged for a command that could not
+ * be started, or, reserved, what a reservation took when its wait was cut
+ * short.  A failure is only warned about.
  */
 static void
-refund(struct ctx *c, const struct args *a, const struct keywork *ours)
+refund(struct ctx *c, const struct args *a, const struct keywork *ours,
+    int reserved)
 {
 	struct keywork k;
-	struct refund r = { a, &k, ours };
+	struct refund r = { a, &k, ours, reserved };
 	struct answer ans;
 
 	keystate_init(&k, a->key, a->keylen);
@@ -274,11 +280,12 @@ refund(struct ctx *c, const struct args *a, const struct keywork *ours)
 	answer_free(&ans);
 }
 
-/* What run charged for a command that could not be started, back. */
+/* What run charged (in charged, if known) for a command that could not be
+ * started, back. */
 void
-rate_refund(struct ctx *c, const struct args *a)
+rate_refund(struct ctx *c, const struct args *a, const struct keywork *charged)
 {
-	refund(c, a, NULL);
+	refund(c, a, charged, 0);
 }
 
 /*
@@ -325,7 +332,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			say_waiting(c, a, k, &said);
 			if ((sig = clock_sleep(k->d.retry_after)) != 0) {
 				c->now = start + clock_monotonic() - mono0;
-				refund(c, a, k);
+				refund(c, a, k, 1);
 				return 128 + sig;
 			}
 			k->d.retry_after = 0;

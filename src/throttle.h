@@ -586,6 +586,8 @@ void keystate_combine(struct keywork *);
 int
 keystate_save(struct ctx *, struct keywork *, int, int64_t, struct answer *);
 void keystate_release(struct keywork *, int64_t, int64_t);
+int keystate_restore(struct ctx *, const struct keywork *,
+    const struct keywork *, struct answer *);
 struct record *
 keystate_record(struct answer *, const struct keywork *, int, int64_t);
 struct record *keystate_numbers(struct answer *, const char *, size_t,
@@ -679,7 +681,7 @@ int rate_decide(struct ctx *, const struct args *, int, int64_t,
     struct keywork *, struct answer *);
 int
 rate_wait(struct ctx *, const struct args *, struct keywork *, struct answer *);
-void rate_refund(struct ctx *, const struct args *);
+void rate_refund(struct ctx *, const struct args *, const struct keywork *);
 void rate_answer(const struct args *, const struct keywork *, struct answer *);
 
 /* shed.c */

@@ -201,6 +201,20 @@ wait_gone() {
 	[ "$output" = ran ]
 	run at 13 run nightly --limit 1/1d -- echo ran
 	[ "$status" -eq 75 ]
+	# on every algorithm, the last unit too: a hybrid key that spent it
+	# was in smooth mode, owing most of it, after a release alone
+	for algo in gcra fixed-window sliding-window hybrid; do
+		for slot in "" "--concurrency 2"; do
+			k="last-$algo${slot:+-slot}"
+			at 20 run "$k" --limit 3/1d --algorithm "$algo" $slot -- true
+			at 21 run "$k" --limit 3/1d --algorithm "$algo" $slot -- true
+			run -127 at 22 run "$k" --limit 3/1d --algorithm "$algo" $slot -- "$TMP/no-such-backup"
+			run at 23 run "$k" --limit 3/1d --algorithm "$algo" $slot -- echo ran
+			[ "$status" -eq 0 ] || { echo "$algo $slot: $status $output"; return 1; }
+			run at 24 run "$k" --limit 3/1d --algorithm "$algo" $slot -- echo ran
+			[ "$status" -eq 75 ] || { echo "$algo $slot: a fourth ran"; return 1; }
+		done
+	done
 }
 
 @test "run --concurrency: a command that cannot be executed frees its slot" {
