@@ -510,8 +510,14 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	memset(&who, 0, sizeof(who));
 	who.pid = getpid();
-	who.pgid = j.group;
-	who.pgid_start = j.group_start;
+	/* at a terminal the group is the shell's job, whose later commands
+	 * (the rest of a script) are no part of this one: the wrapper alone
+	 * owns the lease, so a wrapper killed with SIGKILL frees it rather
+	 * than leave it to them (its job got SIGTERM) */
+	if (j.own_group) {
+		who.pgid = j.group;
+		who.pgid_start = j.group_start;
+	}
 	taken = concurrency_wait(c, a, &who, a->has_ttl ? a->ttl : 0, &l, &seen,
 	    ans);
 	if (taken == -1)

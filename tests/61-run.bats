@@ -371,3 +371,20 @@ wait_gone() {
 	run --separate-stderr unshare -pf --mount-proc "$THROTTLE" run j --concurrency 1 -- echo second
 	[ "$status" -eq 75 ]
 }
+
+@test "run at a terminal: a wrapper killed with SIGKILL frees the slot for the rest of its script" {
+	command -v script >/dev/null || skip "needs script(1) for a terminal"
+	# at a terminal the job stays in the shell's job, whose later
+	# commands are the rest of the script: the lease used to name that
+	# group, and the script's next run waited on itself
+	cat >s.sh <<-'EOF'
+		"$THROTTLE" run j --concurrency 1 -- sh -c 'kill -9 $PPID; sleep 0.2'
+		echo "first: $?"
+		"$THROTTLE" run j --concurrency 1 --wait 2s -- echo second
+		echo "second: $?"
+	EOF
+	chmod +x s.sh
+	run env THROTTLE="$THROTTLE" script -qec ./s.sh /dev/null
+	[[ "$output" == *"first: 137"* ]] || { echo "$output"; return 1; }
+	[[ "$output" == *"second: 0"* ]] || { echo "$output"; return 1; }
+}
