@@ -144,7 +144,9 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		d->retry_after = wait;
 		t += wait;
 	}
-	if (d->reset_after < d->retry_after)
+	/* a refusal is at rest no sooner than it may retry; a reservation's
+	 * times are from the instant it wakes at, when it is printed */
+	if (!d->allowed && d->reset_after < d->retry_after)
 		d->reset_after = d->retry_after;
 	if ((starts = !d->allowed && a->has_lockout && !locked &&
 		    a->lockout != 0)) {

@@ -282,6 +282,17 @@ placed() {
 	[ "$ms" -ge 1900 ] && [ "$ms" -le 8000 ] || { echo "${ms}ms"; return 1; }
 }
 
+@test "--wait: a reservation's reset_after counts from when it wakes, whatever its place in line" {
+	# the clock pinned at 1000 for each: the second is second in line
+	at 1000 consume k --limit 1/1s -q
+	at 1000 consume k --limit 1/1s --wait -q
+	run --separate-stderr at 1000 consume k --limit 1/1s --wait --format json
+	[ "$status" -eq 0 ]
+	# it waited 2s, and is at rest 1s after it woke (it said 2: its wait)
+	[ "$(field retry_after "$output")" = 0 ]
+	[ "$(field reset_after "$output")" = 1 ] || { echo "$output"; return 1; }
+}
+
 @test "--wait=MAX refuses at once when the wait would be longer" {
 	at 0 consume k --limit 1/1m
 	start=$(date +%s%N)
