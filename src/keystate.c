@@ -217,6 +217,26 @@ keystate_decide(struct keywork *k, int64_t at, int64_t cost)
 	keystate_combine(k);
 }
 
+/*
+ * A refused request charges no limit: each limit that would have allowed
+ * it alone is shown as it stands (decided at cost 0), as a refused single
+ * limit is, not as if charged.  Then combine again.
+ */
+void
+keystate_refused(struct keywork *k, int64_t at)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++) {
+		if (!k->w[i].d.allowed)
+			continue;
+		k->w[i].next.nslots = 0;
+		k->w[i].lim.algo->decide(&k->w[i].lim, &k->w[i].cur, at, 0,
+		    &k->w[i].d, &k->w[i].next);
+	}
+	keystate_combine(k);
+}
+
 /* The limits' decisions as one (invariant 2), and the binding limit. */
 void
 keystate_combine(struct keywork *k)

@@ -144,6 +144,8 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		d->retry_after = wait;
 		t += wait;
 	}
+	if (!d->allowed && !locked && k->n > 1)
+		keystate_refused(k, t); /* nothing was charged */
 	/* a refusal is at rest no sooner than it may retry; a reservation's
 	 * times are from the instant it wakes at, when it is printed */
 	if (!d->allowed && d->reset_after < d->retry_after)

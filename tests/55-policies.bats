@@ -192,7 +192,7 @@ load lib
 	run at 0 consume o --limit 1000/1d --limit 10/1h --format json
 	[ "$status" -eq 1 ]
 	[ "$(field retry_after "$output")" = 360 ]
-	[[ "$output" == *'"limits":[{"limit":1000,"period":86400,"burst":1000,"allowed":true,"remaining":989,'* ]]
+	[[ "$output" == *'"limits":[{"limit":1000,"period":86400,"burst":1000,"allowed":true,"remaining":990,'* ]] # refused: nothing charged
 	# and back: each state went where its limit now is
 	run at 360 consume o --limit '10/1h;1000/1d' --format json
 	[ "$status" -eq 0 ]
@@ -480,4 +480,16 @@ since() {
 	run "$THROTTLE" policy set p --concurrency 1 --owner $$
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--owner does not apply"* ]]
+}
+
+@test "compound limits: a refused request shows each limit as it stands, none charged" {
+	at 0 consume c --limit 2/1s --limit 5/1m -q
+	at 0 consume c --limit 2/1s --limit 5/1m -q
+	run at 0 consume c --limit 2/1s --limit 5/1m --format json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"limits":[{"limit":2,'*'"allowed":false,"remaining":0,'*'{"limit":5,'*'"allowed":true,"remaining":3,"retry_after":0,"reset_after":24}]}' ]] || { echo "$output"; return 1; }
+	# as the next request finds them
+	run at 0 check c --limit 5/1m --cost 0 --format json
+	[ "$(field remaining "$output")" = 3 ]
+	[ "$(field reset_after "$output")" = 24 ]
 }
