@@ -529,13 +529,19 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 	if (c->format == FORMAT_TEXT && l->limits == 0 && l->locks == 0 &&
 	    l->nheld > 0)
 		text_bare(l, a->key, a->keylen, &l->lk, l->held[0].n);
-	if (store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
+	/* in text the shedder is a row of the table, and the lease lines
+	 * come after the whole table */
+	if (c->format != FORMAT_TEXT &&
+	    store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
 		return ctx_fail(c, ans);
 	if ((found = store_shed_load(c->store, a->key, a->keylen, &amount,
 		 &changed)) == -1)
 		return ctx_fail(c, ans);
 	if (found)
 		show_shed(a->key, a->keylen, amount, changed, l);
+	if (c->format == FORMAT_TEXT &&
+	    store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
+		return ctx_fail(c, ans);
 	return 0;
 }
 

@@ -295,3 +295,14 @@ THROTTLE_LEASES=0" ]
 	[ "$status" -eq 0 ]
 	[[ "$stderr" =~ ^"throttle: s has its one slot held (lease "[0-9a-f]{16}", no owner, for "[0-9.]+"s), waiting for a slot"$ ]]
 }
+
+@test "inspect KEY in text: the shedder is a row of the table, the lease lines after it" {
+	at 100 consume k --limit 5/1m -q
+	at 100 acquire k --concurrency 2 >/dev/null
+	at 100 shed k --utilization 0.5 >/dev/null 2>&1 || true
+	run --separate-stderr at 101 inspect k
+	[ "$status" -eq 0 ]
+	[[ "${lines[1]}" == "gcra "* ]]
+	[[ "${lines[2]}" == "shedder "* ]] || { echo "$output"; return 1; }
+	[[ "${lines[3]}" == "k lease="* ]]
+}
