@@ -52,6 +52,10 @@ give_body(struct ctx *c, void *arg, struct answer *ans)
 		return TXN_ROLLBACK; /* no state and no limit: nothing to do */
 	keystate_carry(g->k, c->now);
 	keystate_release(g->k, c->now, g->a->cost);
+	/* no file at --db's path: nothing taken, nothing to give back,
+	 * and no file made for it */
+	if (store_missing(c->store, NULL, 0))
+		return TXN_ROLLBACK;
 	return keystate_save(c, g->k, SAVE_CHARGED, c->now, ans);
 }
 
@@ -60,6 +64,7 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct keywork k;
 	struct give g = { a, &k };
+	char miss[DBNAME_MAX + 128];
 
 	if (a->lease != NULL) {
 		if (a->nlimits > 0)
@@ -86,12 +91,15 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			rec_str(ans, r, "key", a->key, a->keylen, 0);
 			rec_int(r, "released", 0, 0);
 		}
+		if (store_missing(c->store, miss, sizeof(miss)))
+			answer_say(ans, MSG_INFO, "%s", miss); /* a typo? */
 	}
 	keystate_free(&k);
 }
 
 const struct cmd_entry cmd_release_entry = {
 	.name = "release",
+	.makes_no_file = 1, /* nothing to undo in a file not there */
 	.decides = 1,
 	.args = "KEY [--cost N] [--limit N/PERIOD [limit options]] | "
 		"KEY --lease ID",

@@ -76,6 +76,7 @@ renew_exec(struct ctx *c, const struct args *a, struct answer *ans)
 
 const struct cmd_entry cmd_renew_entry = {
 	.name = "renew",
+	.makes_no_file = 1, /* nothing to undo in a file not there */
 	.decides = 1,
 	.args = "KEY --lease ID [--ttl DURATION]",
 	.summary = "extend a live lease by --ttl (default: its own TTL) from "

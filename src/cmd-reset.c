@@ -17,11 +17,16 @@ reset_body(struct ctx *c, void *arg, struct answer *ans)
 static void
 reset_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	txn_run(c, 1, reset_body, (void *)a, ans);
+	char miss[DBNAME_MAX + 128];
+
+	if (txn_run(c, 1, reset_body, (void *)a, ans) == 0 &&
+	    store_missing(c->store, miss, sizeof(miss)))
+		answer_say(ans, MSG_INFO, "%s", miss); /* a typo in --db? */
 }
 
 const struct cmd_entry cmd_reset_entry = {
 	.name = "reset",
+	.makes_no_file = 1, /* nothing to undo in a file not there */
 	.args = "KEY",
 	.summary = "forget the key, back to full capacity (exit 0 even if it "
 		   "had no state)",

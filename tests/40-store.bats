@@ -1162,3 +1162,19 @@ wal_cycle() {
 	run at 1 verify
 	[ "$status" -eq 0 ]
 }
+
+@test "reset, release and renew on a state file that is not there make none, and say so" {
+	export THROTTLE_DB=$TMP/typo/state.db
+	run --separate-stderr "$THROTTLE" reset k
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == *"typo/state.db: does not exist"* ]]
+	run --separate-stderr "$THROTTLE" release k --limit 5/1m --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 5 ]
+	[[ "$stderr" == *"does not exist"* ]]
+	run --separate-stderr "$THROTTLE" release k --lease 0123456789abcdef
+	[ "$status" -eq 1 ]
+	run --separate-stderr "$THROTTLE" renew k --lease 0123456789abcdef
+	[ "$status" -eq 1 ]
+	[ ! -e "$TMP/typo" ]
+}
