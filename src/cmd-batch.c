@@ -377,8 +377,20 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		rc = -1;
 	}
 	if (rc == -1) {
+		/* parsing stopped before the key was taken: the word after
+		 * the command, if it is no option, is the key a reader
+		 * matches the answer by (consume KEY --limti 1/1m) */
+		const struct cmd_entry *e = n >= 2 ? cmd_find(words[1]) : NULL;
+		const char *key = a.key;
+		size_t keylen = a.keylen;
+
+		if (key == NULL && e != NULL && e->operand_is_key &&
+		    words[2][0] != '-') {
+			key = words[2];
+			keylen = strlen(key);
+		}
 		note(g, "batch: line %ld: %s", lineno, a.err);
-		reply_error(g, a.key ? a.key : "", a.key ? a.keylen : 0, a.err,
+		reply_error(g, key ? key : "", key ? keylen : 0, a.err,
 		    EXIT_USAGE);
 		args_free(&a);
 		return;

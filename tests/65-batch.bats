@@ -280,3 +280,16 @@ load lib
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == *"leave --format out"* ]]
 }
+
+@test "batch: a request refused as written still names its key, where the line gives one first" {
+	run --separate-stderr "$THROTTLE" batch <<-EOF
+		consume c --limti 1/1m
+		consume d --limit 5/15x
+		consume --limti 1/1m e
+	EOF
+	[ "$status" -eq 0 ]
+	[[ "${lines[0]}" == '{"key":"c","error":"--limti: unknown option'*'"exit":2}' ]]
+	[[ "${lines[1]}" == '{"key":"d","error":"--limit: '*'"exit":2}' ]]
+	# an option first: which word is the key cannot be told
+	[[ "${lines[2]}" == '{"error":'* ]]
+}
