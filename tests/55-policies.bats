@@ -341,19 +341,18 @@ placed() {
 		sleep 0.05
 	done
 	ran=()
-	for i in 5 6 7 8; do
-		("$THROTTLE" consume q "${o[@]}" --wait=60s -q && date +%s%N >>"$TMP/ts") &
-		ran+=($!)
-		track $!
-		sleep 0.05
-	done
+	# four waiters that note when they run
+	four() {
+		for i in 1 2 3 4; do
+			("$THROTTLE" consume q "${o[@]}" --wait=60s -q && date +%s%N >>"$TMP/ts") &
+			ran+=($!)
+			track $!
+			sleep 0.05
+		done
+	}
+	four
 	kill -TERM "${cut[@]}"
-	for i in 1 2 3 4; do
-		("$THROTTLE" consume q "${o[@]}" --wait=60s -q && date +%s%N >>"$TMP/ts") &
-		ran+=($!)
-		track $!
-		sleep 0.05
-	done
+	four
 	wait "${ran[@]}"
 	[ "$(wc -l <"$TMP/ts")" -eq 8 ]
 	gaps=$(sort -n "$TMP/ts" | awk 'NR > 1 { printf "%d ", ($1 - prev) / 1000000 } { prev = $1 }')
