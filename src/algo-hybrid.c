@@ -35,10 +35,12 @@
  *	   smooth bucket owes what it has not earned by now.  Taking it as
  *	   written now would end the window, or start the earning, that
  *	   much sooner once the clock is right again: a step back and
- *	   forward admitted more than the limit.  No wait grows past two
- *	   periods for it (the start at most a period ahead, the debt at
- *	   most a quota), and a step back beyond the key's horizon is moved
- *	   back with the clock before it gets here (limit_carry()).
+ *	   forward admitted more than the limit.  The time is taken at most
+ *	   a period ahead (steps back that add up, each within the
+ *	   horizon), so the next request waits at most two periods and a
+ *	   little more, and the key is at rest within three; a step back
+ *	   beyond the key's horizon is moved back with the clock before it
+ *	   gets here (limit_carry()).
  *	5. A change of limit keeps the bucket's debt whole, even below -N *
  *	   PERIOD of a smaller limit: capped, it was paid off sooner, and a
  *	   request at cost 0, or a release, saved it so.
@@ -65,8 +67,6 @@ advance(const struct limit *l, const struct kstate *s, int64_t now)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
 
-	i128 lagged, floor;
-
 	/* invariant 4, no further ahead than a period (steps back that
 	 * add up, each within the horizon) */
 	if (h.mode != AT_REST && h.time - now > l->period)
@@ -77,11 +77,9 @@ advance(const struct limit *l, const struct kstate *s, int64_t now)
 		if (h.bucket >= full(l))
 			h.mode = AT_REST;
 	} else if (h.mode == SMOOTH) {
-		/* what it has not earned by now, as debt; no deeper than a
-		 * whole quota, so no wait is longer than two periods */
-		lagged = h.bucket - ((i128)h.time - now) * l->count;
-		floor = h.bucket < -full(l) ? h.bucket : -full(l);
-		h.bucket = lagged > floor ? lagged : floor;
+		/* what it has not earned by now, as debt (at most a period's
+		 * earnings: its time is at most a period ahead) */
+		h.bucket -= ((i128)h.time - now) * l->count;
 		h.time = now;
 	}
 	if (h.mode == AT_REST ||
@@ -109,13 +107,18 @@ wait_us(i128 w)
 static void
 save(const struct limit *l, const struct hstate *h, struct kstate *next)
 {
+	/* the deepest debt a state holds: a bursty one in whole units */
+	i128 lowest = h->mode == BURSTY
+	    ? -(i128)(INT64_MAX / l->period) * l->period
+	    : -(i128)INT64_MAX;
+
 	if (h->mode == BURSTY && h->bucket >= full(l)) {
 		next->v[0] = next->v[1] = next->v[2] = 0;
 		return;
 	}
 	next->v[0] = h->mode;
 	next->v[1] = h->time;
-	next->v[2] = (int64_t)h->bucket;
+	next->v[2] = (int64_t)(h->bucket < lowest ? lowest : h->bucket);
 }
 
 static void
@@ -123,7 +126,7 @@ hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
     int64_t cost, struct decision *d, struct kstate *next)
 {
 	struct hstate h = advance(l, s, now);
-	i128 want = (i128)cost * l->period, floor = -full(l);
+	i128 want = (i128)cost * l->period;
 
 	algo_copy_fields(next, s);
 	d->allowed = cost == 0 || h.bucket >= want;
@@ -135,8 +138,6 @@ hybrid_decide(const struct limit *l, const struct kstate *s, int64_t now,
 			h.bucket =
 			    -((i128)h.time + l->period - now) * l->count +
 			    l->period;
-			if (h.bucket < floor) /* a window started after now */
-				h.bucket = floor;
 			h.time = now;
 			h.mode = SMOOTH;
 		} else
@@ -206,8 +207,6 @@ hybrid_convert(const struct limit *old, const struct limit *new,
 	}
 	if (h.bucket > full(new))
 		h.bucket = full(new);
-	if (h.bucket < -INT64_MAX)
-		h.bucket = -INT64_MAX;
 	save(new, &h, next);
 }
 

@@ -112,4 +112,20 @@ YEAR=$((365 * 86400))
 	[ "$status" -eq 1 ]
 	run at 2075 consume y --limit 4/60s --algorithm hybrid
 	[ "$status" -eq 0 ]
+	# the last unit spent with the clock behind the window's start: the
+	# debt it leaves counts from the window's end, not from now
+	for t in 3000 3000 3000 2950 3025 3040 3055 3059 3060 3074 3075; do
+		at "$t" consume z --limit 4/60s --algorithm hybrid -q && echo "$t" >>z
+	done
+	[ "$(echo $(cat z))" = "3000 3000 3000 2950 3060 3075" ] || { cat z; return 1; }
+}
+
+@test "hybrid: a debt from a far larger limit, kept across a change, leaves a state the key reads" {
+	at 1 consume b --algorithm hybrid --limit 4000000000/1s --cost 3000000000
+	run at 2 consume b --algorithm hybrid --limit 10/1d --cost 0
+	[ "$status" -eq 0 ]
+	run --separate-stderr at 3 consume b --algorithm hybrid --limit 10/1d
+	[ "$status" -eq 1 ] || { echo "$status $stderr"; return 1; }
+	run at 3 verify
+	[ "$status" -eq 0 ]
 }

@@ -79,7 +79,11 @@ rand_limit(const struct algo *a)
 static int64_t
 horizon(const struct limit *l)
 {
-	return 2 * limit_horizon(l) + 1;
+	/* hybrid keeps a window a step back left starting ahead of now (a
+	 * period at most), and the debt its last unit then leaves: its key
+	 * may be three periods from rest, so a step back and forward admits
+	 * no more than without it (algo-hybrid.c, invariant 4) */
+	return (l->algo == &algo_hybrid ? 3 : 2) * limit_horizon(l) + 1;
 }
 
 static void
