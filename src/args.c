@@ -639,11 +639,7 @@ option_value(struct args *a, const struct option_def *d, int argc, char **argv,
 			*v = argv[++*i];
 		else if (*i + 1 < argc && argv[*i + 1][0] >= '0' &&
 		    argv[*i + 1][0] <= '9')
-			/* a bound mistyped, not one argument too many */
-			return usage_error(a,
-			    "--wait: '%s' %s; a key that begins with a digit "
-			    "goes before --wait",
-			    argv[*i + 1], err);
+			a->wait_word = argv[*i + 1]; /* see too_many() */
 		return 0;
 	}
 	if (*i + 1 >= argc)
@@ -715,6 +711,25 @@ scan_argv(struct args *a, int argc, char **argv, struct scan *sc)
 }
 
 /*
+ * Operand op is one too many: if it is the word after --wait, a bound
+ * mistyped (--wait 5x), say so; else -1 for the caller's message.
+ */
+static int
+wait_mistyped(struct args *a, const char *op)
+{
+	const char *err;
+	int64_t t;
+
+	if (a->wait_word == NULL || op != a->wait_word ||
+	    parse_duration(op, &t, &err) == 0)
+		return 0;
+	return usage_error(a,
+	    "--wait: '%s' %s; a key that begins with a digit goes before "
+	    "--wait",
+	    op, err);
+}
+
+/*
  * run's operands: KEY -- COMMAND, or [options] -- -KEY -- COMMAND for a
  * key that begins with '-' (the first "--" ends the options, the second
  * the key; a "--" with no key before it was always an error).  The
@@ -744,6 +759,8 @@ split_command(struct args *a, const struct cmd_entry *c, struct scan *sc)
 			    "options; give the options before it, as in "
 			    "throttle %s [options] -- %s -- COMMAND",
 			    c->name, sc->ops[2], c->name, sc->ops[1]);
+		if (i < sc->nops && wait_mistyped(a, sc->ops[2]) == -1)
+			return -1;
 		if (i < sc->nops)
 			return usage_error(a,
 			    "%s: '%s' is one argument too many (quote a key "
@@ -786,6 +803,9 @@ take_operands(struct args *a, const struct cmd_entry *c, struct scan *sc)
 		    "everything after it is an operand; give the options "
 		    "before '--', as in throttle %s [options] -- -KEY",
 		    c->name, sc->ops[1 + c->max_args], c->name);
+	if (sc->nops - 1 > c->max_args &&
+	    wait_mistyped(a, sc->ops[1 + c->max_args]) == -1)
+		return -1;
 	if (sc->nops - 1 > c->max_args)
 		return usage_error(a,
 		    "%s: '%s' is one argument too many%s; usage: throttle "

@@ -212,6 +212,9 @@ struct args {
 	int has_lockout;
 	int64_t lockout;
 	int has_wait;
+	const char *wait_word; /* the word after --wait, begun with a digit
+				  and no duration: a bound mistyped, if it
+				  is one operand too many */
 	int64_t wait_max; /* -1: no bound */
 	const char *policy; /* the policy that supplied options, if any */
 	char policy_took[256]; /* the options it supplied, for messages */

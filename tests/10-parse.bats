@@ -123,6 +123,10 @@ load lib
 	run --separate-stderr at 1000 consume w3 --limit 1/1h --wait 5x
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == "throttle: --wait: '5x' is not a duration"*"goes before --wait" ]] || { echo "$stderr"; return 1; }
+	# and a key that begins with a digit after --wait is still the key
+	run --separate-stderr at 1000 consume --wait 10.0.0.1 --limit 5/1m --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"key":"10.0.0.1","allowed":true,'* ]]
 	run "$THROTTLE" help consume
 	[[ "$output" == *"[--wait [MAX]]"* ]]
 }
