@@ -213,7 +213,6 @@ cmd_decide(int argc, char **argv, struct answer *ans)
 	return rc;
 }
 
-/* Parse the command line and environment, run the command. */
 /*
  * End by signal sig, its default action, once all that was to be said is
  * out (run's job died of ^C: a shell's loop around throttle stops as it
@@ -233,6 +232,7 @@ die_of(int sig)
 	raise(sig);
 }
 
+/* Parse the command line and environment, run the command. */
 int
 cmd_main(int argc, char **argv)
 {
