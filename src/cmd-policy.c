@@ -72,11 +72,18 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		}
 	} else if (strcmp(sub, "set") == 0 || strcmp(sub, "show") == 0 ||
 	    strcmp(sub, "delete") == 0) {
-		if (name == NULL || *name == '\0' || strlen(name) > KEY_MAX) {
+		if (name == NULL || *name == '\0') {
 			answer_usage(ans,
 			    "policy %s: give the policy's name, a key or a key "
 			    "prefix such as login",
 			    sub);
+			return;
+		}
+		if (strlen(name) > KEY_MAX) {
+			answer_usage(ans,
+			    "policy %s: the name is %zu bytes, longer than "
+			    "the %d a key may be",
+			    sub, strlen(name), KEY_MAX);
 			return;
 		}
 	} else {
@@ -108,9 +115,12 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		answer_usage(ans, "policy %s: takes no limit options", sub);
 		return;
 	}
+	/* nothing to delete in a file not there: none is made */
+	if (strcmp(sub, "delete") == 0)
+		c->makes_no_file = 1;
 	if (txn_run(c, !c->read_only, policy_body, &p, ans) == -1)
 		return;
-	if (c->read_only && c->store != NULL &&
+	if ((c->read_only || c->makes_no_file) && c->store != NULL &&
 	    store_missing(c->store, miss, sizeof(miss))) {
 		/* a typo in --db: say so */
 		answer_say(ans, MSG_NOTICE, "%s", miss);

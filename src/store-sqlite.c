@@ -280,8 +280,8 @@ struct sq {
 	struct cached *prepped; /* what prep() gave last, if it is kept */
 	int broken; /* the group transaction was lost to an error */
 	int readonly; /* STORE_READ: opened to read only */
-	int missing; /* no file, and none made (STORE_READ, STORE_EXISTING):
-		      * a store with no keys */
+	int missing; /* no file (1), or an empty one (2), and none made
+		      * (STORE_READ, STORE_EXISTING): a store with no keys */
 	int lockfd; /* an immutable reader's read lock, or -1 */
 	int turnfd; /* a writer's own descriptor of the file for its turn
 		       (promise 8), or -1: closed only after SQLite's, since
@@ -803,6 +803,15 @@ guarded_open(const char *path, int flags, int mode)
 			    "an unfinished transaction in its -journal "
 			    "file), not a throttle state file; it was left "
 			    "untouched");
+		/* throttle's own file is in WAL mode from before its schema,
+		 * and keeps no -journal: one there is another program's,
+		 * which SQLite would play back into it */
+		if (guard.cookie != 0 && journal_left(path))
+			return refuse_fd(fd, EACCES,
+			    "has a -journal file beside it that is not "
+			    "throttle's (a state file keeps none), which "
+			    "SQLite would play back into it; the files were "
+			    "left untouched: move the -journal aside");
 	} else if (geteuid() == 0 &&
 	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
 		return refuse_fd(fd, EACCES,
@@ -1751,8 +1760,8 @@ again:
 		goto fail;
 	else
 		fresh = sb.st_size == 0;
-	if (fresh && sq->readonly) {
-		sq->missing = 1;
+	if (fresh && (sq->readonly || (oflags & STORE_EXISTING))) {
+		sq->missing = 2; /* an empty file: as none, and left so */
 		return sq;
 	}
 	if (fresh && folder == -1) {
@@ -2282,8 +2291,9 @@ sq_verify(void *p, int quick)
 
 	if (sq->missing) {
 		set_err(sq,
-		    "does not exist: no decision has been stored in it yet "
-		    "(check --db or THROTTLE_DB)");
+		    "%s: no decision has been stored in it yet "
+		    "(check --db or THROTTLE_DB)",
+		    sq->missing == 2 ? "is empty" : "does not exist");
 		return -2;
 	}
 	if (sq->empty)

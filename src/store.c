@@ -225,12 +225,15 @@ store_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 int
 store_missing(const struct store *st, char *buf, size_t len)
 {
-	if (st->ops->missing == NULL || !st->ops->missing(st->impl))
+	int missing;
+
+	if (st->ops->missing == NULL ||
+	    (missing = st->ops->missing(st->impl)) == 0)
 		return 0;
 	snprintf(buf, len,
-	    "%s: does not exist: no decision has been stored in it yet "
+	    "%s: %s: no decision has been stored in it yet "
 	    "(check --db or THROTTLE_DB)",
-	    st->name);
+	    st->name, missing == 2 ? "is empty" : "does not exist");
 	return 1;
 }
 

@@ -789,7 +789,8 @@ struct store_ops {
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 	/* check every page (quick: less thoroughly), or NULL: none to do */
 	int (*verify)(void *, int);
-	/* nonzero if a reader found no file (a store with no keys), or NULL */
+	/* 1 if a reader found no file, 2 an empty one (a store with no
+	 * keys); 0 if the store is there; or NULL */
 	int (*missing)(void *);
 	/* 1 if another process waits for the lock this store's group holds,
 	 * 0 if none, -1 if it cannot tell; or NULL: cannot tell */

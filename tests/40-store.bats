@@ -216,6 +216,39 @@ unchanged() {
 	[ "$status" -ne 0 ]
 }
 
+@test "another program's hot journal beside a state file is refused: nothing played back, nothing deleted" {
+	needs_sqlite
+	sqlite3 app.db "PRAGMA journal_mode=DELETE; CREATE TABLE users(name TEXT);
+	    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
+	    INSERT INTO users SELECT printf('%0100d', i) FROM c;" >/dev/null
+	mkfifo cmd
+	sqlite3 app.db <cmd >/dev/null 2>&1 3>&- &
+	track $!
+	exec 7>cmd
+	echo "PRAGMA cache_size=2; BEGIN; UPDATE users SET name = name || 'x';" >&7
+	for _ in $(seq 50); do [ -s app.db-journal ] && break; sleep 0.1; done
+	sleep 0.3
+	cp app.db-journal hot.journal
+	echo "ROLLBACK;" >&7
+	exec 7>&-
+	at 1 consume k --limit 5/1h --db s.db
+	cp hot.journal s.db-journal
+	cp s.db s.orig
+	cp s.db-wal s.wal.orig
+	for cmd in "consume k --limit 5/1h" "check k --limit 5/1h" "gc" "reset k" "inspect" "verify"; do
+		run at 2 $cmd --db s.db
+		[ "$status" -eq 3 ]
+		[[ "$output" == *"s.db: has a -journal file beside it that is not throttle's"* ]]
+		cmp s.db s.orig
+		cmp s.db-wal s.wal.orig
+		cmp s.db-journal hot.journal
+	done
+	rm s.db-journal
+	run at 2 check k --limit 5/1h --db s.db --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 3 ]
+}
+
 @test "a version 1 state file is upgraded in place, keeping its keys" {
 	needs_sqlite
 	# the schema of version 1, as throttle 0.1 wrote it
@@ -1177,4 +1210,20 @@ wal_cycle() {
 	run --separate-stderr "$THROTTLE" renew k --lease 0123456789abcdef
 	[ "$status" -eq 1 ]
 	[ ! -e "$TMP/typo" ]
+}
+
+@test "an empty file is a store with no keys to reading and forgetting commands, and stays empty" {
+	: >e.db
+	for cmd in "inspect" "gc" "reset k" "release k --limit 5/1m" "policy delete login" "policy list"; do
+		run --separate-stderr "$THROTTLE" $cmd --db e.db
+		[[ "$stderr" == *"e.db: is empty: no decision has been stored in it yet"* ]]
+		[ ! -s e.db ] && [ ! -e e.db-wal ] && [ ! -e e.db-shm ]
+	done
+	run "$THROTTLE" verify --db e.db
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"e.db: is empty"* ]]
+	# and the first decision makes it a state file, as before
+	run at 1 consume k --limit 5/1m --db e.db
+	[ "$status" -eq 0 ]
+	[ -s e.db ]
 }
