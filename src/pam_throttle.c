@@ -272,6 +272,28 @@ check_ignore(pam_handle_t *pamh, const struct conf *cf)
 	return 0;
 }
 
+/*
+ * 0 if limit= and lockout= are ones throttle takes, else -1 (logged): a
+ * typo there is a misconfiguration, not a store error each attempt would
+ * meet.
+ */
+static int
+check_limit(pam_handle_t *pamh, const struct conf *cf)
+{
+	const char *argv[] = { "throttle", "consume", "login:x", "--limit",
+		cf->limit, "--lockout", cf->lockout, NULL };
+	struct args a;
+	int rc;
+
+	args_init(&a);
+	rc = args_parse(7, (char **)(uintptr_t)argv, cmd_table, &a);
+	if (rc != PARSE_RUN)
+		pam_log(pamh, cf, LOG_ERR, "%s",
+		    a.err[0] != '\0' ? a.err : "limit= or lockout= is wrong");
+	args_free(&a);
+	return rc == PARSE_RUN ? 0 : -1;
+}
+
 /* Nonzero if w is a mode, not an option. */
 static int
 is_mode(const char *w)
@@ -316,7 +338,8 @@ configure(pam_handle_t *pamh, struct conf *cf, int argc, const char **argv,
 		    "no mode: give preauth, authfail or authsucc");
 		return -1;
 	}
-	return check_ignore(pamh, cf);
+	return check_ignore(pamh, cf) == -1 || check_limit(pamh, cf) == -1 ? -1
+									   : 0;
 }
 
 /* Nonzero if name (a user or host) is on the ignore list. */
@@ -504,12 +527,20 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 		 * the console it would fix the file from */
 		struct passwd *pw;
 
-		if (pam_get_user(pamh, &user, NULL) == PAM_SUCCESS &&
-		    user != NULL &&
-		    (pw = pam_modutil_getpwnam(pamh, user)) != NULL &&
-		    pw->pw_uid == 0)
-			return PAM_IGNORE;
-		return PAM_AUTH_ERR;
+		int i;
+
+		if (pam_get_user(pamh, &user, NULL) != PAM_SUCCESS ||
+		    user == NULL ||
+		    (pw = pam_modutil_getpwnam(pamh, user)) == NULL ||
+		    pw->pw_uid != 0)
+			return PAM_AUTH_ERR;
+		/* root: step aside, but where the stack counts on this
+		 * line's success (the password check jumps to authsucc, and
+		 * a jump is no success), give what it would have given */
+		for (i = 0; i < argc; i++)
+			if (strcmp(argv[i], "authsucc") == 0)
+				return PAM_SUCCESS;
+		return PAM_IGNORE;
 	}
 	if (pam_get_user(pamh, &user, NULL) != PAM_SUCCESS || user == NULL ||
 	    *user == '\0' || strlen(user) > KEY_MAX - 6) {

@@ -203,6 +203,23 @@ login() {
 	syslog_wait "refusing user $PAM_USER_NAME (a store or settings error)"
 }
 
+@test "pam: a store error after a right password is logged, and the login goes on" {
+	needs_pam
+	service 2/1h 1h
+	syslog
+	# the authsucc line alone on a store it cannot use (a folder)
+	mkdir "$TMP/folder.db"
+	sed -i "s|throttle-login authsucc\$|throttle-login authsucc --db $TMP/folder.db|" \
+	    "/etc/pam.d/$PAM_SERVICE_NAME"
+	grep -q "authsucc --db $TMP/folder.db" "/etc/pam.d/$PAM_SERVICE_NAME"
+	run login right-pass "$PAM_USER_NAME" 192.0.2.8
+	[ "$status" -eq 0 ]
+	syslog_wait "throttle-login: after a success: .*folder.db: is not a regular file" 2
+	# the attempt stayed charged, as the log says it would
+	run "$THROTTLE" check "login:$PAM_USER_NAME" --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 1 ]
+}
+
 @test "pam: installed with another PREFIX, the guard finds its throttle" {
 	needs_pam
 	make -C "$BATS_TEST_DIRNAME/.." install PREFIX="$TMP/opt" >/dev/null

@@ -239,6 +239,51 @@ login() {
 	[ "$status" -eq 0 ]
 }
 
+@test "pam module: misconfigured in the documented stack, root still logs in and others do not" {
+	needs_module
+	syslog
+	# pam_faillock's stack as pam_throttle(8) gives it, the password
+	# check's success a jump over authfail (which PAM counts as no
+	# success: authsucc's answer decides); pam_permit and pam_deny
+	# stand for a right and a wrong password of root's
+	stack() {
+		local check=$1 m="$MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db $2"
+		cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+		auth requisite $m preauth
+		auth [success=1 default=bad] $check
+		auth [default=die] $m authfail
+		auth sufficient $m authsucc
+		account required pam_permit.so
+		EOF
+	}
+	service "db=$TMP/state.db"
+	: >"$TMP/throttle.conf"
+	for bad in frobnicate limit=bogus lockout=soon "ignore=10.0.0.0/33"; do
+		stack pam_permit.so "$bad"
+		for host in "" 192.0.2.50; do
+			run login x root "$host"
+			[ "$status" -eq 0 ] || { echo "root refused with $bad from '$host': $output"; return 1; }
+			run login x "$PAM_USER_NAME" "$host"
+			[ "$status" -ne 0 ] || { echo "user let in with $bad"; return 1; }
+		done
+		stack pam_deny.so "$bad"
+		run login x root
+		[ "$status" -ne 0 ] || { echo "root let in on a wrong password with $bad"; return 1; }
+	done
+	syslog_wait "unknown option 'frobnicate'"
+	syslog_wait "bogus"
+	# a config file others can write
+	stack pam_permit.so ""
+	chmod 666 "$TMP/throttle.conf"
+	run login x root 192.0.2.50
+	[ "$status" -eq 0 ]
+	run login x
+	[ "$status" -ne 0 ]
+	chmod 644 "$TMP/throttle.conf"
+	# nothing was charged by a module that could not know its limit
+	[ ! -e "$TMP/state.db" ]
+}
+
 @test "pam module: root is exempt unless even_deny_root" {
 	needs_module
 	service "db=$TMP/state.db" limit=1/1h
