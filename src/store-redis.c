@@ -138,6 +138,8 @@ struct rs {
 	int unavailable; /* the last error: the server out of reach */
 	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
+	int64_t reply_t; /* bound_time(): how long one reply may take */
+	int64_t reply_cap; /* and when the decision's time ends, or 0 */
 	int scanning; /* inspect, gc, policy list: not one decision */
 	int group; /* in a group (batch): one transaction for many requests */
 	int carry; /* the policy lookup read the decision's key: keep it */
@@ -368,6 +370,68 @@ bound_time(struct rs *rs, int decision)
 	tv.tv_sec = (time_t)(t / US_PER_SEC);
 	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
 	redisSetTimeout(rs->c, tv);
+	rs->reply_t = t;
+	rs->reply_cap = decision && rs->deadline != 0 ? rs->deadline : 0;
+}
+
+/*
+ * The next reply on c, as redisGetReply() gives it, but within the time
+ * bound_time() gave a reply: the socket's timeout bounds each read, and a
+ * server that sends a byte at a time would otherwise hold the call for
+ * as long as it goes on.  Each read after the first waits only what is
+ * left; past it, the error is a timeout's (REDIS_ERR_IO, EAGAIN).
+ */
+static int
+get_reply(struct rs *rs, redisContext *c, redisReply **out)
+{
+	int64_t by = clock_monotonic() + rs->reply_t, left;
+	struct timeval tv;
+	void *r = NULL;
+	int done = 0, reads = 0;
+
+	*out = NULL;
+	if (rs->reply_cap != 0 && rs->reply_cap < by)
+		by = rs->reply_cap;
+	if (redisGetReplyFromReader(c, &r) == REDIS_ERR)
+		return REDIS_ERR;
+	if (r == NULL)
+		do {
+			if (redisBufferWrite(c, &done) == REDIS_ERR)
+				return REDIS_ERR;
+		} while (!done);
+	while (r == NULL) {
+		if (reads++ > 0 && rs->reply_t > 0) {
+			if ((left = by - clock_monotonic()) <= 0) {
+				c->err = REDIS_ERR_IO;
+				snprintf(c->errstr, sizeof(c->errstr), "%s",
+				    strerror(EAGAIN));
+				errno = EAGAIN;
+				return REDIS_ERR;
+			}
+			tv.tv_sec = (time_t)(left / US_PER_SEC);
+			tv.tv_usec = (suseconds_t)(left % US_PER_SEC);
+			redisSetTimeout(c, tv);
+		}
+		if (redisBufferRead(c) == REDIS_ERR ||
+		    redisGetReplyFromReader(c, &r) == REDIS_ERR)
+			return REDIS_ERR;
+	}
+	*out = r;
+	return REDIS_OK;
+}
+
+/* A command sent and its reply read, as redisCommandArgv() does, within
+ * the time get_reply() allows: the reply, or NULL (c->err set). */
+static redisReply *
+command_argv(struct rs *rs, redisContext *c, int argc, const char **argv,
+    const size_t *len)
+{
+	redisReply *r;
+
+	if (redisAppendCommandArgv(c, argc, argv, len) == REDIS_ERR ||
+	    get_reply(rs, c, &r) == REDIS_ERR)
+		return NULL;
+	return r;
 }
 
 /*
@@ -383,7 +447,7 @@ run(struct rs *rs, const char *what, int argc, const char **argv,
 	redisReply *r;
 
 	bound_time(rs, rs->first_try != 0 && !rs->scanning);
-	r = redisCommandArgv(rs->c, argc, argv, len);
+	r = command_argv(rs, rs->c, argc, argv, len);
 	if (bad_reply(rs, r, what)) {
 		if (r != NULL)
 			freeReplyObject(r);
@@ -555,8 +619,16 @@ log_in(struct rs *rs, const char *user, const char *password, const char *who)
 
 	if (password[0] == '\0')
 		return 0;
-	r = user[0] != '\0' ? redisCommand(rs->c, "AUTH %s %s", user, password)
-			    : redisCommand(rs->c, "AUTH %s", password);
+	{
+		const char *av[] = { "AUTH", user, password };
+		int n = 3;
+
+		if (user[0] == '\0') {
+			av[1] = password;
+			n = 2;
+		}
+		r = command_argv(rs, rs->c, n, av, NULL);
+	}
 	if (r != NULL && r->type != REDIS_REPLY_ERROR) {
 		freeReplyObject(r);
 		return 0;
@@ -623,8 +695,11 @@ use_node(struct rs *rs, int i)
 	if (log_in(rs, rs->url->user, rs->url->password, "the server") == -1)
 		goto fail;
 	if (rs->url->db != 0) {
-		if ((r = redisCommand(rs->c, "SELECT %d", rs->url->db)) ==
-			NULL ||
+		char db[24];
+		const char *av[] = { "SELECT", db };
+
+		snprintf(db, sizeof(db), "%d", rs->url->db);
+		if ((r = command_argv(rs, rs->c, 2, av, NULL)) == NULL ||
 		    r->type == REDIS_REPLY_ERROR) {
 			reply_err(rs, r, "choosing the database");
 			if (r != NULL)
@@ -748,7 +823,11 @@ refresh_slots(struct rs *rs)
 			continue;
 		}
 		bound_time(rs, rs->first_try != 0 && !rs->scanning);
-		r = redisCommand(rs->c, "CLUSTER SLOTS");
+		{
+			const char *av[] = { "CLUSTER", "SLOTS" };
+
+			r = command_argv(rs, rs->c, 2, av, NULL);
+		}
 		rs->slice = 0;
 		if (r != NULL && r->type == REDIS_REPLY_ARRAY)
 			break;
@@ -1252,7 +1331,7 @@ static int
 next_reply(struct rs *rs, redisReply **r, const char *what)
 {
 	*r = NULL;
-	if (redisGetReply(rs->c, (void **)r) == REDIS_OK && *r != NULL)
+	if (get_reply(rs, rs->c, r) == REDIS_OK && *r != NULL)
 		return 0;
 	reply_err(rs, NULL, what);
 	*r = NULL;
@@ -1568,7 +1647,7 @@ carry_read(struct rs *rs, const char *key, size_t keylen, const char *k,
 	if (pn != h->node && fail && rs->node[pn].c != NULL) {
 		/* the query's reply is still to come: read it, or drop it */
 		switch_to(rs, pn);
-		if (redisGetReply(rs->c, (void **)&t) == REDIS_OK && t != NULL)
+		if (get_reply(rs, rs->c, &t) == REDIS_OK && t != NULL)
 			freeReplyObject(t);
 		else
 			node_close(rs, pn);
@@ -1581,7 +1660,7 @@ carry_read(struct rs *rs, const char *key, size_t keylen, const char *k,
 		/* the query's reply is read and dropped: the key's error
 		 * is the one to tell */
 		switch_to(rs, pn);
-		if (redisGetReply(rs->c, (void **)&t) == REDIS_OK && t != NULL)
+		if (get_reply(rs, rs->c, &t) == REDIS_OK && t != NULL)
 			freeReplyObject(t);
 		free_hash(h);
 		return NULL;
@@ -1867,7 +1946,8 @@ unwatch(struct rs *rs)
 		if (rs->node[i].c == NULL || rs->node[i].c->err)
 			continue;
 		switch_to(rs, i);
-		if ((r = redisCommand(rs->c, "UNWATCH")) != NULL)
+		if ((r = command_argv(rs, rs->c, 1,
+			 (const char *[]){ "UNWATCH" }, NULL)) != NULL)
 			freeReplyObject(r);
 	}
 }
@@ -1970,8 +2050,7 @@ send:
 	}
 	bound_time(rs, !rs->scanning);
 	for (i = 0; i < n + 2; i++) {
-		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
-		    r == NULL) {
+		if (get_reply(rs, rs->c, &r) != REDIS_OK || r == NULL) {
 			reply_err(rs, NULL, "saving");
 			rs->redirect = 0; /* it may have been saved: no again */
 			return -1;
@@ -2001,8 +2080,7 @@ send:
 	}
 	rs->node[rs->cur].watched = 0; /* EXEC unwatches */
 	if (rs->replicas > 0) {
-		if (redisGetReply(rs->c, (void **)&r) != REDIS_OK ||
-		    r == NULL) {
+		if (get_reply(rs, rs->c, &r) != REDIS_OK || r == NULL) {
 			reply_err(rs, NULL, "saving");
 			rs->redirect = 0;
 			return -1;
@@ -2993,8 +3071,12 @@ find_master(struct rs *rs)
 			misconf = 1; /* a refused login: say so */
 			break;
 		}
-		r = redisCommand(c, "SENTINEL get-master-addr-by-name %s",
-		    u->master);
+		{
+			const char *av[] = { "SENTINEL",
+				"get-master-addr-by-name", u->master };
+
+			r = command_argv(rs, c, 3, av, NULL);
+		}
 		if (r != NULL && r->type == REDIS_REPLY_ARRAY &&
 		    r->elements == 2 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&

@@ -165,6 +165,37 @@ while True:
 	[[ "$stderr" != *"is the server up"* ]]
 }
 
+@test "redis: a server that answers a byte at a time costs a call --lock-timeout, not more" {
+	command -v python3 >/dev/null || skip "needs python3 for a server that drips its replies"
+	# each reply begun and never ended: a byte every 200ms, for a minute
+	python3 -c 'import socket, sys, time, threading
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+def drip(c):
+    try:
+        c.recv(4096)
+        for _ in range(300):
+            c.sendall(b"+")
+            time.sleep(0.2)
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=drip, args=(c,), daemon=True).start()' "$TMP/drip.sock" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/drip.sock" ] && break; sleep 0.1; done
+	for cmd in "consume k --limit 1/1s" "check k --limit 1/1s" "inspect"; do
+		start=$(date +%s%N)
+		run --separate-stderr "$THROTTLE" --lock-timeout 1s --db "unix://$TMP/drip.sock?timeout=1s" $cmd
+		ms=$((($(date +%s%N) - start) / 1000000))
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == *"no reply in time"* ]] || { echo "$cmd: $stderr"; return 1; }
+		[ "$ms" -lt 4000 ] || { echo "$cmd took ${ms}ms"; return 1; }
+	done
+}
+
 @test "redis: a password in the URL logs in; a wrong one is refused without showing it" {
 	start_redis --requirepass 's3 cret'
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
