@@ -39,6 +39,7 @@
  *	   WATCH went with a lost connection is never sent (node epochs).
  */
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -3377,6 +3378,25 @@ ipv6_before_port(const char *p, const char *end)
 }
 
 /* host[:port] in [p, end) into host (256 bytes) and *port. */
+/*
+ * Nonzero if the n bytes at p may be a host name or an IPv4 address:
+ * letters, digits, '-', '_' and dots between them.  Anything else (a
+ * '@' of a password written as it is, a space, a %-escape) names no
+ * server, and would be taken for one out of reach.
+ */
+static int
+host_chars(const char *p, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (p[i] == '.' ? i == 0 || i == n - 1 || p[i - 1] == '.'
+				: !isalnum((unsigned char)p[i]) &&
+			    p[i] != '-' && p[i] != '_')
+			return 0;
+	return 1;
+}
+
 static int
 parse_host(const char *p, const char *end, char *host, int *port,
     const char **why)
@@ -3394,6 +3414,12 @@ parse_host(const char *p, const char *end, char *host, int *port,
 		*why = "the host is missing or too long";
 		return -1;
 	}
+	if (!host_chars(p, n)) {
+		*why = "the host is no host name or IPv4 address (letters, "
+		       "digits, '-', '_' and dots; a '?' in the password is "
+		       "written %3F)";
+		return -1;
+	}
 	memcpy(host, p, n);
 	host[n] = '\0';
 	if (colon != NULL &&
@@ -3404,12 +3430,38 @@ parse_host(const char *p, const char *end, char *host, int *port,
 	return 0;
 }
 
+/* The last '@' in [p, end), or NULL: what is before it is the login,
+ * which may hold one as it is (RFC 3986 splits there too). */
+static const char *
+last_at(const char *p, const char *end)
+{
+	const char *at = NULL;
+
+	for (; p < end; p++)
+		if (*p == '@')
+			at = p;
+	return at;
+}
+
+/* Where the hosts of the URL's part p end: the first '/' after the
+ * login, or its query q, or its end. */
+static const char *
+hosts_end(const char *p, const char *q)
+{
+	const char *stop = q != NULL ? q : p + strlen(p);
+	const char *at = last_at(p, stop), *slash;
+
+	slash = memchr(at != NULL ? at : p, '/',
+	    (size_t)(stop - (at != NULL ? at : p)));
+	return slash != NULL ? slash : stop;
+}
+
 /* [login@]host[:port][,host[:port]...] in [p, end): the seeds. */
 static int
 parse_hosts(const char *p, const char *end, struct redis_url *u, int port,
     const char **why)
 {
-	const char *at = memchr(p, '@', (size_t)(end - p)), *comma;
+	const char *at = last_at(p, end), *comma;
 
 	if (at != NULL) {
 		if (parse_login(p, at, u, why) == -1)
@@ -3452,9 +3504,7 @@ parse_tcp(const char *p, struct redis_url *u, const char **q, const char **why)
 	const char *end;
 
 	*q = strchr(p, '?');
-	end = strchr(p, '/');
-	if (end == NULL || (*q != NULL && end > *q))
-		end = *q != NULL ? *q : p + strlen(p);
+	end = hosts_end(p, *q);
 	if (parse_hosts(p, end, u, 6379, why) == -1)
 		return -1;
 	if (u->nseed > 1) {
@@ -3485,9 +3535,7 @@ parse_many(const char *p, struct redis_url *u, const char **q, const char **why)
 	int sentinel = u->kind == REDIS_SENTINEL;
 
 	*q = strchr(p, '?');
-	end = strchr(p, '/');
-	if (end == NULL || (*q != NULL && end > *q))
-		end = *q != NULL ? *q : p + strlen(p);
+	end = hosts_end(p, *q);
 	if (parse_hosts(p, end, u, sentinel ? 26379 : 6379, why) == -1)
 		return -1;
 	m = *end == '/' ? end + 1 : end;

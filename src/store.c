@@ -174,8 +174,12 @@ store_display(const char *spec, char *buf, size_t len)
 		return;
 	}
 	p = strstr(spec, "://") + 3;
-	end = p + strcspn(p, "/?");
-	at = memchr(p, '@', (size_t)(end - p));
+	/* the login ends at the last '@' before the query: a password
+	 * may hold '@' and '/' as they are, and is never shown */
+	end = p + strcspn(p, "?");
+	for (at = NULL; end > p && at == NULL; end--)
+		if (end[-1] == '@')
+			at = end - 1;
 	snprintf(buf, len, "%.*s%.*s", (int)(p - spec), spec,
 	    (int)strcspn(at != NULL ? at + 1 : p, "?"),
 	    at != NULL ? at + 1 : p);

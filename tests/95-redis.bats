@@ -289,6 +289,31 @@ while True:
 	"$THROTTLE" --db "unix://$SOCK?prefix=c:&timeout=2s" consume k --limit 1/1s
 }
 
+@test "redis: a password with '@' and '/' logs in, and a host that cannot be one is a usage error" {
+	port=$("$BATS_TEST_DIRNAME/redis-fleet" port)
+	redis-server --port "$port" --bind 127.0.0.1 --requirepass 'pq@zz/w:rd' --save '' \
+	    --appendonly no --daemonize yes --pidfile "$TMP/tcp.pid" --logfile "$TMP/tcp.log" 3>&-
+	for _ in $(seq 50); do [ -s "$TMP/tcp.pid" ] && break; sleep 0.1; done
+	track "$(cat "$TMP/tcp.pid")"
+	for _ in $(seq 50); do redis-cli -p "$port" ping 2>&1 | grep -q NOAUTH && break; sleep 0.1; done
+	run --separate-stderr "$THROTTLE" --db "redis://:pq@zz/w:rd@127.0.0.1:$port/0" consume k --limit 1/1s
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	run --separate-stderr "$THROTTLE" --db "redis://:pq@zz/w:rd@127.0.0.1:$port" consume k --limit 1/1s
+	[ "$status" -eq 1 ]
+	# a wrong one is refused, and never shown
+	run --separate-stderr "$THROTTLE" --db "redis://:pq@zz/w:ong@127.0.0.1:$port" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" != *pq* && "$stderr" != *zz* && "$stderr" != *ong* ]] || { echo "$stderr"; return 1; }
+	# hosts no server can have: the command line's fault, whatever
+	# --on-error says, not an outage to fail open on
+	for url in 'redis://ho_st!:1' 'redis://127.0.0.1 :1' 'redis://a..b:1' 'redis://%31%32%37.0.0.1:1' \
+	    'redis+cluster://127.0.0.1:1,.b:1' 'redis+sentinel://x y/m'; do
+		run --separate-stderr "$THROTTLE" --db "$url" --on-error allow consume k --limit 1/1s
+		[ "$status" -eq 2 ] || { echo "$url: $status $stderr"; return 1; }
+		[[ "$stderr" == *"the host is no host name or IPv4 address"* ]]
+	done
+}
+
 # answers N: the callers' out* files hold N answers
 answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 
