@@ -260,6 +260,10 @@ struct sq {
 	size_t errlen;
 	int64_t lock_timeout;
 	int64_t deadline; /* monotonic us: the lock waited for until then */
+	int64_t carried; /* a read's deadline, which the transaction after
+			  * it keeps (a policy looked up, then the decision:
+			  * one call, one --lock-timeout), or 0 */
+	int txn_write; /* the transaction begun writes */
 	uint64_t jitter; /* the busy handler's random state */
 	int in_txn;
 	int empty; /* no schema yet (read transaction) */
@@ -983,6 +987,8 @@ abandon(struct sq *sq)
 	}
 	if (sq->db != NULL && !sqlite3_get_autocommit(sq->db))
 		sqlite3_exec(sq->db, "ROLLBACK", NULL, NULL, NULL);
+	if (sq->in_txn && !sq->txn_write)
+		sq->carried = sq->deadline;
 	sq->in_txn = 0;
 	turn_give(sq);
 }
@@ -2004,7 +2010,10 @@ sq_begin(void *p, int write)
 		    "permissions of the file and its folder");
 		return -1;
 	}
-	sq->deadline = clock_monotonic() + sq->lock_timeout;
+	sq->deadline = sq->carried != 0 ? sq->carried
+					: clock_monotonic() + sq->lock_timeout;
+	sq->carried = 0;
+	sq->txn_write = write;
 	if (write && turn_take(sq) == -1)
 		return -1;
 	if (exec_sql(sq, write ? "BEGIN IMMEDIATE" : "BEGIN") == -1) {
@@ -2340,6 +2349,8 @@ sq_commit(void *p)
 		return -1;
 	}
 	sq->in_txn = 0;
+	if (!sq->txn_write)
+		sq->carried = sq->deadline;
 	if (sq->created) {
 		/*
 		 * A new file: make sure it is in WAL mode (an empty database

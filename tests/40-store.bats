@@ -452,6 +452,28 @@ unchanged() {
 	[ "$status" -eq 0 ]
 }
 
+@test "a call waits --lock-timeout in all, not once for its policy and again for its decision" {
+	needs_sqlite
+	at 1 consume k --limit 5/1h
+	at 1 policy set k --limit 5/1h
+	# a lock readers wait for too: exclusive locking mode
+	mkfifo hold
+	sqlite3 state.db <hold >/dev/null 2>&1 3>&- &
+	track $!
+	exec 7>hold
+	printf 'PRAGMA locking_mode=exclusive; BEGIN EXCLUSIVE; SELECT 1;\n' >&7
+	unreadable() { ! sqlite3 state.db 'SELECT count(*) FROM sqlite_master' >/dev/null 2>&1; }
+	wait_until unreadable
+	for cmd in "check k" "check k --limit 5/1h" "consume k" "inspect k"; do
+		start=$(date +%s%N)
+		run at 2 $cmd --lock-timeout 1s
+		ms=$((($(date +%s%N) - start) / 1000000))
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output"; return 1; }
+		[ "$ms" -ge 900 ] && [ "$ms" -lt 1600 ] || { echo "$cmd took ${ms}ms"; return 1; }
+	done
+	exec 7>&-
+}
+
 # turn_locks FILE: /proc/locks' lines for throttle's writers' turn on FILE
 # (an OFD lock on the byte 512 past SQLite's lock-byte page at 1 GiB);
 # a waiter's line has "->" in it.
