@@ -403,7 +403,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
 	if (ans.msg_kind == MSG_STATE)
-		rc = ctx_fail_answer(&c, a.key, a.keylen, &ans);
+		rc = ctx_fail_answer(&c, &a, &ans);
 	if (ans.nrec == 0)
 		reply_error(g, a.key ? a.key : "", a.keylen,
 		    ans.msg_kind != MSG_NONE ? ans.msg : NULL, rc);

@@ -177,9 +177,8 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 	int rc = ans->rc;
 
 	if (ans->msg_kind == MSG_STATE)
-		rc = c->format == FORMAT_TEXT
-		    ? ctx_map(c, EXIT_STATE)
-		    : ctx_fail_answer(c, a->key, a->keylen, ans);
+		rc = c->format == FORMAT_TEXT ? ctx_map(c, EXIT_STATE)
+					      : ctx_fail_answer(c, a, ans);
 	output_answer(c, ans);
 	return rc;
 }

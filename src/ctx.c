@@ -199,26 +199,39 @@ ctx_may_fail_open(const struct ctx *c)
 /*
  * A store error mapped by --on-error: the exit status (ctx_map()), and,
  * if the answer has no record, one for a script reading json or shell:
- * key, allowed, error, and remaining 0 with retry_after 0 (allow) or 1s
- * (deny: try again in a moment), so a script that reads them always has
- * them.
+ * key, allowed, error, the limit the request gave (its first: algorithm,
+ * limit, period, burst, cost), and remaining 0 with retry_after 0
+ * (allow) or 1s (deny: try again in a moment) and reset_after 0, so a
+ * script that reads them always has them.
  */
 int
-ctx_fail_answer(const struct ctx *c, const char *key, size_t keylen,
-    struct answer *ans)
+ctx_fail_answer(const struct ctx *c, const struct args *a, struct answer *ans)
 {
+	struct limit lims[LIMITS_MAX];
 	struct record *r;
-	int rc = ctx_map(c, EXIT_STATE);
+	char err[256];
+	int rc = ctx_map(c, EXIT_STATE), n = 0;
 
 	if (c->on_error == ON_ERROR_FAIL || ans->nrec > 0)
 		return rc;
 	r = answer_record(ans, TEXT_NONE);
-	rec_str(ans, r, "key", key != NULL ? key : "", keylen, 0);
+	rec_str(ans, r, "key", a->key != NULL ? a->key : "", a->keylen, 0);
 	rec_bool(r, "allowed", rc == EXIT_ALLOWED, 0);
+	if (rc != EXIT_STATE && a->ls.n > 0 &&
+	    limit_settle(&a->ls, "", lims, &n, err, sizeof(err)) == 0 &&
+	    n > 0) {
+		rec_str(ans, r, "algorithm", lims[0].algo->name,
+		    strlen(lims[0].algo->name), 0);
+		rec_limit(r, "limit", lims[0].count, lims[0].period, 0);
+		rec_secs(r, "period", lims[0].period, SHOW_MACHINE);
+		rec_int(r, "burst", lims[0].burst, 0);
+		rec_int(r, "cost", a->cost, SHOW_MACHINE);
+	}
 	if (rc != EXIT_STATE) {
 		rec_int(r, "remaining", 0, 0);
 		rec_secs(r, "retry_after", rc == EXIT_ALLOWED ? 0 : US_PER_SEC,
 		    0);
+		rec_secs(r, "reset_after", 0, 0);
 	}
 	rec_str(ans, r, "error", ans->msg, strlen(ans->msg), 0);
 	return rc;

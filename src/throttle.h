@@ -509,7 +509,7 @@ struct store *ctx_store(struct ctx *, struct answer *);
 int ctx_now(struct ctx *, struct answer *);
 int ctx_map(const struct ctx *, int);
 const char *ctx_state_note(const struct ctx *);
-int ctx_fail_answer(const struct ctx *, const char *, size_t, struct answer *);
+int ctx_fail_answer(const struct ctx *, const struct args *, struct answer *);
 int ctx_fail(struct ctx *, struct answer *);
 
 /* escape.c */

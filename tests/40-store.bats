@@ -419,10 +419,14 @@ unchanged() {
 	[[ "$stderr" == *"refusing (--on-error deny)" ]]
 	[ "$(field allowed "$output")" = false ]
 	[[ "$output" == *'"error":"afile/x.db: cannot be checked'* ]]
-	run --separate-stderr at 1 consume k --limit 1/1s --db afile/x.db --on-error allow --format shell
+	# every field a decision's answer has, the key's numbers unknown
+	[[ "$output" == '{"key":"k","allowed":false,"algorithm":"gcra","limit":1,"period":1,"burst":1,"cost":1,"remaining":0,"retry_after":1,"reset_after":0,"error":'* ]]
+	run --separate-stderr at 1 consume k --limit 3/1m --algorithm sliding-window --cost 2 --db afile/x.db --on-error allow --format shell
 	eval "$output"
 	[ "$THROTTLE_ALLOWED" = 1 ]
 	[[ "$THROTTLE_ERROR" == afile/x.db:* ]]
+	[ "$THROTTLE_ALGORITHM" = sliding-window ] && [ "$THROTTLE_LIMIT" = 3 ] && [ "$THROTTLE_PERIOD" = 60 ]
+	[ "$THROTTLE_COST" = 2 ] && [ "$THROTTLE_RETRY_AFTER" = 0 ] && [ "$THROTTLE_RESET_AFTER" = 0 ]
 	# usage errors are never mapped
 	run at 1 consume k --limit 1/0s --on-error allow
 	[ "$status" -eq 2 ]

@@ -101,10 +101,10 @@ load lib
 	[[ "${lines[1]}" == '{"error":"frobnicate: unknown command'*'"exit":2}' ]]
 	run --separate-stderr at 1 batch --lock-timeout 0 --on-error allow <<<'consume k --limit 5/1s'
 	[ "$status" -eq 0 ]
-	[[ "$output" == '{"key":"k","allowed":true,"remaining":0,"retry_after":0,"error":"'*'"exit":0}' ]]
+	[[ "$output" == '{"key":"k","allowed":true,"algorithm":"gcra","limit":5,"period":1,"burst":5,"cost":1,"remaining":0,"retry_after":0,"reset_after":0,"error":"'*'"exit":0}' ]]
 	[[ "$stderr" == *"allowing anyway (--on-error allow)" ]]
 	run --separate-stderr at 1 batch --lock-timeout 0 --on-error deny <<<'consume k --limit 5/1s'
-	[[ "$output" == '{"key":"k","allowed":false,"remaining":0,"retry_after":1,"error":"'*'"exit":1}' ]]
+	[[ "$output" == '{"key":"k","allowed":false,"algorithm":"gcra","limit":5,"period":1,"burst":5,"cost":1,"remaining":0,"retry_after":1,"reset_after":0,"error":"'*'"exit":1}' ]]
 	let_go
 }
 
