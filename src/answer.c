@@ -160,6 +160,13 @@ rec_micro(struct record *r, const char *name, int64_t v, int show)
 	add(r, name, FIELD_MICRO, show)->v = v;
 }
 
+/* Add a field that has no value (a lease with no owner). */
+void
+rec_none(struct record *r, const char *name, int show)
+{
+	add(r, name, FIELD_NONE, show);
+}
+
 /* Add a limit: count per period us (text "5/15m", elsewhere the count). */
 void
 rec_limit(struct record *r, const char *name, int64_t count, int64_t period,

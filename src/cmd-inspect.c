@@ -374,10 +374,11 @@ show_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
 	rec_str(l->ans, r, "key", key, keylen, 0);
 	rec_str(l->ans, r, "lease", le->id, strlen(le->id), 0);
 	rec_str(l->ans, r, "priority", prio, strlen(prio), 0);
-	/* no owner: "none" to a person, 0 to a script */
+	/* no owner: none (json null), never a pid 0 */
 	if (le->pid == 0)
-		rec_str(l->ans, r, "owner", "none", 4, SHOW_TEXT);
-	rec_int(r, "owner", le->pid, le->pid == 0 ? SHOW_MACHINE : 0);
+		rec_none(r, "owner", 0);
+	else
+		rec_int(r, "owner", le->pid, 0);
 	rec_str(l->ans, r, "host", le->host, strlen(le->host), 0);
 	rec_secs(r, "age", now > le->acquired ? now - le->acquired : 0, 0);
 	rec_secs(r, "expires_after", lease_expires_after(le, now), 0);
@@ -407,11 +408,11 @@ show_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
 		text_row(l, cell, key, keylen);
 		return 0;
 	}
-	if (l->c->format == FORMAT_SHELL && l->limits > 0)
+	if (l->c->format == FORMAT_SHELL && (l->limits > 0 || l->locks > 0))
 		return 0; /* shell: one key's one set of variables */
 	r = answer_record(l->ans, TEXT_FIELDS);
 	rec_str(l->ans, r, "key", key, keylen, 0);
-	rec_micro(r, "shedding_amount", amount / (SHED_ONE / 1000000), 0);
+	rec_micro(r, "shedding_amount", shed_micro(amount), 0);
 	rec_secs(r, "changed_ago",
 	    l->c->now > changed_at ? l->c->now - changed_at : 0, 0);
 	answer_flush(l->ans);

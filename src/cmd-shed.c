@@ -24,15 +24,6 @@ draw(const struct args *a)
 	return (int64_t)(z % (uint64_t)SHED_ONE);
 }
 
-/* A SHED_ONE-scaled value in millionths, rounded to the nearest. */
-static int64_t
-to_micro(int64_t v)
-{
-	int64_t unit = SHED_ONE / 1000000;
-
-	return v >= 0 ? (v + unit / 2) / unit : -((-v + unit / 2) / unit);
-}
-
 struct shedding {
 	const struct args *a;
 	int64_t u; /* the utilization, millionths */
@@ -109,10 +100,10 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	rec_str(ans, r, "priority", p, strlen(p), 0);
 	rec_micro(r, "utilization", sh.u, 0);
 	rec_str(ans, r, "utilization_source", source, strlen(source), 0);
-	rec_micro(r, "shedding_amount", to_micro(sh.s), 0);
-	rec_micro(r, "drop_probability", to_micro(chance), 0);
+	rec_micro(r, "shedding_amount", shed_micro(sh.s), 0);
+	rec_micro(r, "drop_probability", shed_micro(chance), 0);
 	if (dropped) {
-		output_micro(t, sizeof(t), to_micro(chance));
+		output_micro(t, sizeof(t), shed_micro(chance));
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    ": shedding %s-priority work (drop probability %s)",
 		    priority_name(a->priority), t);

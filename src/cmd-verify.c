@@ -7,6 +7,7 @@
  * command would read it.  Reads only; exit 0 if all is well, 3 if not, 1
  * if there is no state file at all.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "throttle.h"
@@ -72,13 +73,17 @@ verify_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct tally t = { a, 0, 0, "", 0 };
 	struct record *r;
+	char *shown;
 
 	if (txn_run(c, 0, verify_body, &t, ans) == -1)
 		return;
 	r = answer_record(ans, c->quiet ? TEXT_NONE : TEXT_LINE);
-	rec_line(ans, r, "%s: ok, %lld key%s and %lld lease%s", c->dbname,
+	/* one line, whatever bytes the path holds: escaped as keys are */
+	shown = escape_text_dup(c->dbname, strlen(c->dbname));
+	rec_line(ans, r, "%s: ok, %lld key%s and %lld lease%s", shown,
 	    (long long)t.keys, t.keys == 1 ? "" : "s", (long long)t.leases,
 	    t.leases == 1 ? "" : "s");
+	free(shown);
 	if (c->quiet)
 		r->text = TEXT_NONE;
 	/* not in shell: eval-ing THROTTLE_DB would change the file later

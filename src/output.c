@@ -196,6 +196,10 @@ value(FILE *fp, enum format fmt, const struct field *f)
 		output_micro(t, sizeof(t), f->v);
 		fputs(t, fp);
 		break;
+	case FIELD_NONE:
+		if (fmt != FORMAT_SHELL)
+			fputs(fmt == FORMAT_JSON ? "null" : "none", fp);
+		break;
 	case FIELD_SECS:
 	case FIELD_DUR:
 		if (f->v < 0) {
@@ -339,6 +343,9 @@ json_value(struct jline *j, const struct field *f)
 	case FIELD_MICRO:
 		n = output_micro(t, sizeof(t), f->v);
 		jl_put(j, t, n);
+		break;
+	case FIELD_NONE:
+		jl_str(j, "null");
 		break;
 	case FIELD_SECS:
 	case FIELD_DUR:

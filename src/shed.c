@@ -124,3 +124,13 @@ shed_drop_chance(int64_t s, int priority)
 		return 0;
 	return q > SHED_ONE ? SHED_ONE : (int64_t)q;
 }
+
+/* A SHED_ONE-scaled value in millionths, rounded to the nearest: as shed
+ * and inspect both show it. */
+int64_t
+shed_micro(int64_t v)
+{
+	int64_t unit = SHED_ONE / 1000000;
+
+	return v >= 0 ? (v + unit / 2) / unit : -((-v + unit / 2) / unit);
+}

@@ -340,7 +340,8 @@ enum field_kind {
 	FIELD_MICRO, /* v millionths, as a decimal: 0.75 */
 	FIELD_SECS, /* v us, as seconds; < 0: never (null) */
 	FIELD_DUR, /* v us, as seconds, but as a duration in text: 1h30m */
-	FIELD_LIMIT /* v count per u us: "5/15m" in text, count in json */
+	FIELD_LIMIT, /* v count per u us: "5/15m" in text, count in json */
+	FIELD_NONE /* no value: "none" in text, null in json, empty in shell */
 };
 /* where a field shows (0: everywhere) */
 #define SHOW_TEXT 0x01
@@ -446,6 +447,7 @@ struct record *rec_sub(struct record *);
 void rec_line(struct answer *, struct record *, const char *, ...)
     __attribute__((format(printf, 3, 4)));
 void rec_micro(struct record *, const char *, int64_t, int);
+void rec_none(struct record *, const char *, int);
 void rec_limit(struct record *, const char *, int64_t, int64_t, int);
 void answer_say(struct answer *, enum msg_kind, const char *, ...)
     __attribute__((format(printf, 3, 4)));
@@ -696,6 +698,7 @@ int64_t
 shed_update(const struct shed_params *, int64_t, int64_t, int64_t, int64_t);
 int64_t shed_drop_chance(int64_t, int);
 int shed_check(int64_t, int64_t, const char **);
+int64_t shed_micro(int64_t);
 
 /* slice.c */
 int slice_wanted(const char **);

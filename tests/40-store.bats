@@ -286,7 +286,7 @@ unchanged() {
 	run at 1000 inspect c --format json
 	[ "$output" = '{"key":"c","algorithm":"gcra","limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200,"limits":[{"limit":3,"period":3600,"burst":3,"remaining":2,"retry_after":0,"reset_after":1200},{"limit":10,"period":86400,"burst":10,"remaining":9,"retry_after":0,"reset_after":8640}]}' ]
 	run at 1000 inspect ci --format json
-	[ "$output" = '{"key":"ci","lease":"cce53a0965da13f9","priority":"normal","owner":0,"host":"vm","age":0,"expires_after":86400}' ]
+	[ "$output" = '{"key":"ci","lease":"cce53a0965da13f9","priority":"normal","owner":null,"host":"vm","age":0,"expires_after":86400}' ]
 	run at 1000 policy list
 	[ "$output" = "login --limit 5/15m --lockout 10m" ]
 	# the lockout holds to its end (8200s), then lifts

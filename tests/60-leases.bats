@@ -197,6 +197,9 @@ load lib
 	[ "$status" -eq 0 ]
 	[ "${lines[1]}" = "gcra           1/1m         1          -          -          -          1       k" ]
 	[ "${lines[2]}" = "k lease=$id priority=high owner=none host=$(hostname) age=1m expires_after=59m" ]
+	# no owner is none to a script too: json null, never a pid 0
+	run --separate-stderr at 160 inspect k --format json
+	[[ "${lines[1]}" == *'"priority":"high","owner":null,"host":'* ]]
 	run at 4000 inspect k
 	[ "${#lines[@]}" -eq 2 ]
 	run at 160 inspect --format json

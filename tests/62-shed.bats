@@ -44,6 +44,15 @@ prob() {
 	[ "$(field priority "$output")" = '"critical"' ]
 }
 
+@test "inspect shows a shedder's amount as shed does, rounded the same" {
+	# -0.197916666...: shed rounds it to -0.197917, and inspect must too
+	at 0 shed S --utilization 0.97 >/dev/null
+	run --separate-stderr at 5 shed S --utilization 0.97 --format json
+	[ "$(field shedding_amount "$output")" = -0.197917 ]
+	run --separate-stderr at 5 inspect S --format json
+	[ "$(field shedding_amount "$output")" = -0.197917 ]
+}
+
 @test "a new key is at rest: 28s of overload before anything is shed" {
 	run at 0 shed k --utilization 5 --format json
 	[ "$(field shedding_amount "$output")" = -0.233333 ]

@@ -43,6 +43,28 @@ load lib
 	[ "$output" = "removed 1 key at rest, 0 ended leases, 0 ended lockouts and 0 idle shedders" ]
 }
 
+@test "verify's text line escapes the path: one line, nothing a terminal acts on" {
+	d=$'odd\n\e[31m.db'
+	at 100 consume k --limit 1/1m --db "$d"
+	run --separate-stderr "$THROTTLE" verify --db "$d"
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 1 ]
+	[ "$output" = 'odd\n\x1b[31m.db: ok, 1 key and 0 leases' ]
+}
+
+@test "inspect KEY in shell: one set of variables, the shedder's only when it is all there is" {
+	at 100 consume S --limit 1/1m --lockout 1h
+	at 100 consume S --limit 1/1m --lockout 1h || true
+	at 100 consume S --limit 1/1m --lockout 1h || true
+	at 100 shed S --utilization 0.99 >/dev/null
+	run --separate-stderr at 100 inspect S --format shell
+	[ "$(grep -c '^THROTTLE_KEY=' <<<"$output")" = 1 ]
+	[[ "$output" == *THROTTLE_LOCKOUT_AFTER=3600* && "$output" != *SHEDDING* ]]
+	at 100 shed T --utilization 0.99 >/dev/null
+	run --separate-stderr at 100 inspect T --format shell
+	[[ "$output" == *THROTTLE_SHEDDING_AMOUNT=* ]]
+}
+
 @test "verify in json and shell: the counts; the path in json only, never THROTTLE_DB" {
 	at 100 consume k --limit 1/1m
 	run --separate-stderr "$THROTTLE" verify --format json
