@@ -178,9 +178,12 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 	    (fstat(fileno(fp), &sb) == -1 || sb.st_uid != 0 ||
 		(sb.st_mode & 022))) {
 		pam_log(pamh, cf, LOG_ERR,
-		    "%s can be written by others (owner %ld, mode %04o); "
-		    "chown root and chmod go-w it",
-		    path, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		    "%s %s (owner %ld, mode %04o); chown root and chmod go-w "
+		    "it",
+		    path,
+		    sb.st_uid != 0 ? "is owned by another user than root"
+				   : "can be written by others",
+		    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
 		fclose(fp);
 		return -1;
 	}

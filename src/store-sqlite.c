@@ -787,9 +787,12 @@ guarded_open(const char *path, int flags, int mode)
 		guard.ino = sb.st_ino;
 		if (geteuid() == 0 && (sb.st_uid != 0 || (sb.st_mode & 022)))
 			return refuse_fd(fd, EACCES,
-			    "can be written by others (owner %ld, mode %04o); "
-			    "as root throttle refuses it, as ssh's StrictModes "
-			    "does: chown root and chmod go-w it",
+			    "%s (owner %ld, mode %04o); as root throttle "
+			    "refuses it, as ssh's StrictModes does: chown root "
+			    "and chmod go-w it",
+			    sb.st_uid != 0 ? "is owned by another user, who "
+					     "can change it"
+					   : "can be written by others",
 			    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
 		n = pread(fd, h, sizeof(h), 0);
 		if (n < 0)

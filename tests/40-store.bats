@@ -771,7 +771,7 @@ wal_cycle() {
 	chown 65534 state.db
 	run at 2 consume k --limit 1/1h
 	[ "$status" -eq 3 ]
-	[[ "$output" == *"owner 65534"* ]]
+	[[ "$output" == *"state.db: is owned by another user, who can change it (owner 65534, mode 0600)"* ]]
 	chown 0 state.db
 	mkdir open && chmod 777 open
 	run at 2 consume k --limit 1/1h --db open/state.db
