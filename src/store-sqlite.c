@@ -2003,6 +2003,11 @@ sq_begin(void *p, int write)
 		sq->in_txn = 1;
 		return 0;
 	}
+	/* an earlier transaction's failure closed it (a reader that could
+	 * not upgrade an older file): open it again, to meet that error
+	 * again rather than SQLite's on no connection */
+	if (sq->db == NULL && sq_connect(sq, 0, 0) == -1)
+		return -1;
 	if (write && sqlite3_db_readonly(sq->db, "main") == 1) {
 		if (readonly_fs(sq)) {
 			readonly_fs_err(sq);

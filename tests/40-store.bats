@@ -1001,6 +1001,25 @@ wal_cycle() {
 	fi
 }
 
+@test "a reader who may not upgrade an older file is told so by every reading command" {
+	needs_sqlite
+	unpriv "$TMP/u"
+	mkdir "$TMP/ro" && chmod 755 "$TMP/ro"
+	db=$TMP/ro/state.db
+	at 1 consume k --limit 3/1h --db "$db"
+	sqlite3 "$db" 'PRAGMA wal_checkpoint(TRUNCATE); PRAGMA user_version=4' >/dev/null
+	rm -f "$db-wal" "$db-shm"
+	chmod 644 "$db"
+	cp "$db" "$TMP/orig.db"
+	for cmd in "check k --limit 3/1h" "check k" "inspect k" "inspect"; do
+		run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" $cmd --db "$db"
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output"; return 1; }
+		[[ "$output" == *"state.db: was written by an older throttle and must be upgraded"* ]] ||
+			{ echo "$cmd: $output"; return 1; }
+	done
+	cmp "$db" "$TMP/orig.db"
+}
+
 @test "a state file on a read-only file system: exit 3, named as such, unchanged" {
 	needs_sqlite
 	if [ "$(id -u)" -ne 0 ] || ! unshare -m true 2>/dev/null; then
