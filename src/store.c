@@ -306,6 +306,28 @@ bad_record(struct store *st, const char *key, size_t keylen, const char *why)
 	return -1;
 }
 
+/* A lease's record that failed its check, as bad_record() says it, but
+ * with the way to remove that lease alone (reset leaves leases be). */
+static int
+bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
+    size_t idlen, const char *why)
+{
+	FILE *fp;
+
+	if ((fp = fmemopen(st->err, sizeof(st->err), "w")) == NULL)
+		return bad_record(st, key, keylen, why);
+	fprintf(fp, "%s: the key '", st->name);
+	escape_text(fp, key, keylen);
+	fprintf(fp, "' %s, which this throttle cannot use (throttle release ",
+	    why);
+	escape_text(fp, key, keylen);
+	fputs(" --lease ", fp);
+	escape_text(fp, id, idlen);
+	fputs(" removes it)", fp);
+	fclose(fp);
+	return -1;
+}
+
 /* Start a transaction; write is nonzero if it may change anything. */
 /* Drop the policies a group read. */
 static void
@@ -753,10 +775,10 @@ decode_lease(struct store *st, const char *key, size_t keylen, const char *id,
 	const char *why;
 
 	if (record_lease_decode(id, idlen, p, len, l) == -1)
-		return bad_record(st, key, keylen,
+		return bad_lease(st, key, keylen, id, idlen,
 		    "has a lease this throttle cannot read");
 	if (lease_check(l, &why) == -1)
-		return bad_record(st, key, keylen, why);
+		return bad_lease(st, key, keylen, id, idlen, why);
 	return 0;
 }
 
