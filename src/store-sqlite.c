@@ -770,6 +770,11 @@ guarded_open(const char *path, int flags, int mode)
 			    "refuses to follow: remove it if no throttle is "
 			    "running",
 			    suffix);
+		if (errno == EISDIR && *suffix != '\0')
+			return refuse_fd(-1, EACCES,
+			    "its %s file is not a regular file: remove it if "
+			    "no throttle is running",
+			    suffix);
 		return -1;
 	}
 	if ((fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode)) && *suffix == '\0')

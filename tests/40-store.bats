@@ -400,6 +400,19 @@ unchanged() {
 	run at 1 consume k --limit 1/1s --db dangling.db
 	[ "$status" -eq 3 ]
 	[ ! -e nowhere.db ]
+	# a folder where its -wal or -shm would be: named, for writers and
+	# readers alike
+	for f in wal shm; do
+		at 1 consume k --limit 1/1s --db "$f.db"
+		rm -f "$f.db-wal" "$f.db-shm"
+		mkdir "$f.db-$f"
+		for cmd in "consume k --limit 1/1s" "check k --limit 1/1s" "inspect"; do
+			run at 1 $cmd --db "$f.db"
+			[ "$status" -eq 3 ]
+			[[ "$output" == *"$f.db: its -$f file is not a regular file: remove it if no throttle is running"* ]] ||
+				{ echo "$f, $cmd: $output"; return 1; }
+		done
+	done
 }
 
 @test "an unwritable location: exit 3 naming the path" {
