@@ -306,7 +306,12 @@ set_err(struct sq *sq, const char *fmt, ...)
 	va_list ap;
 	int n;
 
-	n = snprintf(sq->err, sq->errlen, "%s: ", sq->path);
+	size_t len = strlen(sq->path);
+
+	/* a path too long to leave room for the reason: its end */
+	n = len > 300
+	    ? snprintf(sq->err, sq->errlen, "...%s: ", sq->path + len - 297)
+	    : snprintf(sq->err, sq->errlen, "%s: ", sq->path);
 	if (n < 0 || (size_t)n >= sq->errlen)
 		return;
 	va_start(ap, fmt);
@@ -1722,6 +1727,22 @@ sq_unavailable(void *p)
 	return 1;
 }
 
+/* The unix VFS's MAX_PATHNAME: a longer absolute path cannot be opened. */
+#define SQLITE_PATH_MAX 512
+
+/* Nonzero if SQLite could not open path, as an absolute path too long:
+ * said before any folder is made for it. */
+static int
+too_long_for_sqlite(const char *path)
+{
+	char cwd[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+		n += strlen(cwd) + 1;
+	return n > SQLITE_PATH_MAX;
+}
+
 static void *
 sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
     size_t errlen, int *unavailable)
@@ -1741,8 +1762,21 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 	if (snprintf(sq->path, sizeof(sq->path), "%s", path) >=
 		(int)sizeof(sq->path) ||
 	    path[0] == '\0') {
-		snprintf(err, errlen, "%s: the state file path is %s", path,
-		    path[0] == '\0' ? "empty" : "too long");
+		if (path[0] == '\0')
+			snprintf(err, errlen, "the state file path is empty");
+		else
+			snprintf(err, errlen,
+			    "the state file path is too long (%zu bytes, "
+			    "more than %zu): %.200s...",
+			    strlen(path), sizeof(sq->path) - 1, path);
+		free(sq);
+		return NULL;
+	}
+	if (too_long_for_sqlite(path)) {
+		set_err(sq,
+		    "the path is longer than the %d bytes SQLite takes "
+		    "(as an absolute path); give a shorter one",
+		    SQLITE_PATH_MAX);
 		free(sq);
 		return NULL;
 	}

@@ -415,6 +415,18 @@ unchanged() {
 	done
 }
 
+@test "a path too long for SQLite, or for the system, says so before making any folder" {
+	a=$(printf 'a%.0s' $(seq 250))
+	run at 1 consume k --limit 1/1s --db "$TMP/$a/$a/state.db"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"/state.db: the path is longer than the 512 bytes SQLite takes"* ]]
+	[ ! -e "$TMP/$a" ]
+	# far longer: the reason is still there, after a part of the path
+	run at 1 inspect --db "$TMP/$(printf '%05000d' 1)"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the state file path is too long (5"*" bytes, more than 4095)"* ]]
+}
+
 @test "an unwritable location: exit 3 naming the path" {
 	touch afile
 	run at 1 consume k --limit 1/1s --db afile/sub/state.db
