@@ -5,9 +5,9 @@
  * here.
  *
  * Invariants:
- *	1. Text has control characters and backslashes escaped (\n, \t, \x1b,
- *	   \\); valid UTF-8 passes through.  A key cannot forge a line or
- *	   drive a terminal.
+ *	1. Text has control characters (C1 too) and backslashes escaped (\n,
+ *	   \t, \x1b, \\); other valid UTF-8 passes through.  A key cannot
+ *	   forge a line or drive a terminal.
  *	2. JSON is always valid UTF-8: bytes that are not become U+FFFD.
  *	3. Shell is one single-quoted word, safe to eval.
  */
@@ -51,9 +51,21 @@ utf8_len(const unsigned char *s, size_t n)
 	return len;
 }
 
+/* Length of the UTF-8 sequence at s a terminal shows as a character:
+ * as utf8_len(), but 0 for a C1 control (U+0080 to U+009F, such as CSI,
+ * which some terminals act on as ESC [ ). */
+static size_t
+shown_len(const unsigned char *s, size_t n)
+{
+	size_t l = utf8_len(s, n);
+
+	return l == 2 && s[0] == 0xc2 && s[1] < 0xa0 ? 0 : l;
+}
+
 /*
- * n bytes of s for a terminal: control characters and bytes that are not
- * UTF-8 escaped (\n, \t, \x1b), and backslashes too if backslash.
+ * n bytes of s for a terminal: control characters (C0, DEL and C1) and
+ * bytes that are not UTF-8 escaped (\n, \t, \x1b, \xc2\x9b), and
+ * backslashes too if backslash.
  */
 static void
 escape_bytes(FILE *fp, const char *s, size_t n, int backslash)
@@ -62,7 +74,7 @@ escape_bytes(FILE *fp, const char *s, size_t n, int backslash)
 	size_t i, l;
 
 	for (i = 0; i < n; i += l) {
-		l = utf8_len(p + i, n - i);
+		l = shown_len(p + i, n - i);
 		if (l > 1) {
 			fwrite(p + i, 1, l, fp);
 			continue;
@@ -97,7 +109,7 @@ text_plain(const char *s, size_t n)
 	size_t i, l;
 
 	for (i = 0; i < n; i += l)
-		if ((l = utf8_len(p + i, n - i)) == 0 ||
+		if ((l = shown_len(p + i, n - i)) == 0 ||
 		    (l == 1 && (p[i] < 0x20 || p[i] == 0x7f)))
 			return 0;
 	return 1;

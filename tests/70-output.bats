@@ -298,9 +298,16 @@ THROTTLE_LEASES=0" ]
 	at 100 consume 'back\slash' --limit 1/1s
 	at 100 consume "$(printf 'bad\377')" --limit 1/1s
 	at 100 consume 'é:ok' --limit 1/1s
+	# a C1 control in UTF-8 (U+009B, CSI: ESC [ to some terminals)
+	at 100 consume "$(printf 'c1\302\23331m')" --limit 1/1s
 	run at 100 inspect --names
 	[ "$output" = 'back\slash
 é:ok' ]
+	run at 100 inspect
+	[[ "$output" == *' c1\xc2\x9b31m'* ]]
+	run "$THROTTLE" policy set "$(printf 'q\302\233x')" --limit 1/1s
+	run "$THROTTLE" policy list
+	[[ "$output" == *'q\xc2\x9bx --limit 1/1s'* ]]
 }
 
 @test "--wait says on stderr what it waits for, how long, and at most; -q silences it" {
