@@ -103,10 +103,20 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	rec_micro(r, "shedding_amount", shed_micro(sh.s), 0);
 	rec_micro(r, "drop_probability", shed_micro(chance), 0);
 	if (dropped) {
+		char u[40];
+
 		output_micro(t, sizeof(t), shed_micro(chance));
+		output_micro(u, sizeof(u), sh.u);
+		/* with auto, which load it read (json: utilization_source) */
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-		    ": shedding %s-priority work (drop probability %s)",
-		    priority_name(a->priority), t);
+		    ": shedding %s-priority work (drop probability %s%s%s%s)",
+		    priority_name(a->priority), t,
+		    a->utilization_auto ? "; utilization " : "",
+		    a->utilization_auto ? u : "",
+		    !a->utilization_auto ? ""
+			: strcmp(source, "psi") == 0
+			? " from PSI"
+			: " from the load average");
 		ans->rc = EXIT_REFUSED;
 	}
 }

@@ -116,6 +116,14 @@ prob() {
 	cpus=$(getconf _NPROCESSORS_ONLN)
 	want=$(awk -v c="$cpus" 'BEGIN { printf "%.6f", 3 / c }' | sed 's/0*$//; s/\.$//')
 	[ "$(field utilization "$output")" = "$want" ]
+	# in text, a refusal says which load it read
+	echo "$((cpus * 2)).00 2.00 1.00 1/100 1234" >fake/loadavg
+	for t in 0 30 60 90; do
+		run --separate-stderr env THROTTLE_PROC="$TMP/fake" THROTTLE_NOW=$t "$THROTTLE" shed t --utilization auto --priority low --seed 1
+	done
+	[ "$status" -eq 1 ]
+	[[ "$stderr" =~ "t: shedding low-priority work (drop probability 1; utilization "[0-9.]+" from the load average)" ]] ||
+		{ echo "$stderr"; return 1; }
 	rm fake/loadavg
 	run env THROTTLE_PROC="$TMP/fake" THROTTLE_NOW=1 "$THROTTLE" shed d --utilization auto
 	[ "$status" -eq 2 ]
