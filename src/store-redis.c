@@ -46,6 +46,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 
 #include <hiredis/hiredis.h>
@@ -648,6 +649,36 @@ log_in(struct rs *rs, const char *user, const char *password, const char *who)
 
 /* Make node i the one commands go to, connecting (and logging in) if it
  * is not yet: 0, or -1 with the error set. */
+
+/*
+ * A unix:// socket that failed to connect for a reason that is no outage:
+ * this user may not use it, or what is at the path is not a socket.  1
+ * with the error set, or 0.
+ */
+static int
+unix_misconf(struct rs *rs, const struct node *nd)
+{
+	struct stat sb;
+
+	if (nd->port != 0)
+		return 0; /* TCP: a refused port is a server that is down */
+	if (strcmp(nd->c->errstr, strerror(EACCES)) == 0) {
+		set_err(rs,
+		    "cannot connect: %s: this user may not use the socket; "
+		    "check its permissions and its folder's",
+		    nd->c->errstr);
+		return 1;
+	}
+	if (stat(nd->host, &sb) == 0 && !S_ISSOCK(sb.st_mode)) {
+		set_err(rs,
+		    "cannot connect: %s is not a socket; check the URL's "
+		    "path",
+		    nd->host);
+		return 1;
+	}
+	return 0;
+}
+
 static int
 use_node(struct rs *rs, int i)
 {
@@ -681,6 +712,12 @@ use_node(struct rs *rs, int i)
 	}
 	rs->c = nd->c;
 	nd->epoch++;
+	if (nd->c->err && unix_misconf(rs, nd)) {
+		/* no outage: --on-error must not fail open on it */
+		rs->unavailable = 0;
+		node_close(rs, i);
+		return -1;
+	}
 	if (nd->c->err) {
 		set_err(rs,
 		    "cannot connect: %s (is the server up and reachable?)",

@@ -196,6 +196,25 @@ while True:
 	done
 }
 
+@test "redis: a unix socket this user may not use, or a path that is no socket, is no outage" {
+	for what in file folder; do
+		if [ "$what" = file ]; then touch "$TMP/nosock"; else mkdir "$TMP/nosock"; fi
+		run --separate-stderr "$THROTTLE" --db "unix://$TMP/nosock" --on-error allow consume k --limit 1/1s
+		[ "$status" -eq 3 ] || { echo "$what: $status $stderr"; return 1; }
+		[[ "$stderr" == *"nosock is not a socket; check the URL's path"* ]]
+		rm -rf "$TMP/nosock"
+	done
+	# a socket that is not there yet: the server may be starting
+	run --separate-stderr "$THROTTLE" --db "unix://$TMP/nosock" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 0 ]
+	[ "$(id -u)" -eq 0 ] || skip "needs root to run as a user the socket refuses"
+	start_redis --unixsocketperm 700
+	unpriv "$TMP/u"
+	run "${UNPRIV[@]}" "$UTHROTTLE" --db "unix://$SOCK" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ] || { echo "$output"; return 1; }
+	[[ "$output" == *"this user may not use the socket; check its permissions"*"exit 3 whatever --on-error says"* ]]
+}
+
 @test "redis: a password in the URL logs in; a wrong one is refused without showing it" {
 	start_redis --requirepass 's3 cret'
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
