@@ -285,6 +285,16 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 		    "URL's host and port (a TLS port needs a tunnel: see "
 		    "REDIS in throttle(1))",
 		    what, rs->c->errstr);
+	else if (rs->c->err == REDIS_ERR_EOF ||
+	    (rs->c->err == REDIS_ERR_IO &&
+		strcmp(rs->c->errstr, strerror(ECONNRESET)) == 0))
+		/* what a TLS port does with a plain request, as a server
+		 * going down does */
+		set_err(rs,
+		    "%s: %s (is the server up? a TLS port closes a plain "
+		    "connection so: it needs a tunnel, see REDIS in "
+		    "throttle(1))",
+		    what, rs->c->errstr);
 	else if (rs->c->err)
 		set_err(rs, "%s: %s (is the server up and reachable?)", what,
 		    rs->c->errstr[0] ? rs->c->errstr : strerror(errno));

@@ -754,6 +754,10 @@ while True:
 	run --separate-stderr "$THROTTLE" consume t --limit 1/1m
 	[ "$status" -eq 1 ]
 	grep -q "Certificate accepted" stunnel.log
+	# the TLS port itself, without the tunnel: said to need one
+	run --separate-stderr "$THROTTLE" --db "redis://:secret@127.0.0.1:$base/0" consume t --limit 1/1m
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"a TLS port closes a plain connection so: it needs a tunnel"* ]] || { echo "$stderr"; return 1; }
 	# a certificate for another name is refused by the tunnel: no decision
 	sed -i 's/checkHost = redis.internal/checkHost = other.internal/' stunnel.conf
 	kill "${TRACKED[-1]}"
