@@ -2927,6 +2927,9 @@ drop_ended(struct khash *h, unsigned mask, int64_t now, int64_t *dropped)
 			n++;
 		}
 	}
+	/* a key's limits are one key at rest, however many they are */
+	if (dropped[REC_LIMIT] > 1)
+		dropped[REC_LIMIT] = 1;
 	return n;
 }
 

@@ -2311,8 +2311,29 @@ sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 		return done(sq, stmt, "forgetting keys at rest");
 	}
 	for (kind = 1; kind < REC_KINDS; kind++) {
+		int64_t keys = -1;
+
 		if (!(mask & REC_MASK(kind)))
 			continue;
+		/* a key's limits are one key at rest, however many */
+		if (kind == REC_LIMIT &&
+		    ((stmt = prep(sq,
+			  "SELECT count(DISTINCT key) FROM rec"
+			  " WHERE kind = :kind AND expires <= :now",
+			  "counting keys at rest")) == NULL ||
+			bind_i64(sq, stmt, ":kind", kind) == -1 ||
+			bind_i64(sq, stmt, ":now", now) == -1 ||
+			sqlite3_step(stmt) != SQLITE_ROW)) {
+			if (stmt != NULL) {
+				sql_err(sq, "counting keys at rest");
+				unprep(sq, stmt);
+			}
+			return -1;
+		}
+		if (kind == REC_LIMIT) {
+			keys = sqlite3_column_int64(stmt, 0);
+			unprep(sq, stmt);
+		}
 		if ((stmt = prep(sq,
 			 "DELETE FROM rec WHERE kind = :kind"
 			 " AND expires <= :now",
@@ -2325,7 +2346,7 @@ sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 		}
 		if (done(sq, stmt, "forgetting keys at rest") == -1)
 			return -1;
-		counts[kind] += sqlite3_changes(sq->db);
+		counts[kind] += keys >= 0 ? keys : sqlite3_changes(sq->db);
 	}
 	return 0;
 }

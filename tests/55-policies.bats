@@ -454,10 +454,12 @@ since() {
 @test "gc: a key at rest is gone, a key still limiting stays and refuses" {
 	at 0 consume a --limit 1/1s
 	at 0 consume b --limit 1/1h
+	# one key, however many limits it has
+	at 0 consume c --limit 1/1s --limit 2/2s
 	at 0 acquire l --concurrency 1 --ttl 10s >/dev/null
 	run at 100 gc
 	[ "$status" -eq 0 ]
-	[ "$output" = "removed 1 key at rest, 1 ended lease, 0 ended lockouts and 0 idle shedders" ]
+	[ "$output" = "removed 2 keys at rest, 1 ended lease, 0 ended lockouts and 0 idle shedders" ]
 	run at 100 inspect a
 	[ "$status" -eq 1 ]
 	run at 100 consume b --limit 1/1h
