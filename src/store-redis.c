@@ -402,8 +402,12 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 	int done = 0, reads = 0;
 
 	*out = NULL;
+	/* within the decision's time, but never less than the 1ms a reply
+	 * always has (bound_time()): --lock-timeout 0 still reads one */
 	if (rs->reply_cap != 0 && rs->reply_cap < by)
 		by = rs->reply_cap;
+	if (by < clock_monotonic() + 1000)
+		by = clock_monotonic() + 1000;
 	if (redisGetReplyFromReader(c, &r) == REDIS_ERR)
 		return REDIS_ERR;
 	if (r == NULL)
