@@ -44,6 +44,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <syslog.h>
 #include <unistd.h>
 
@@ -447,11 +448,18 @@ keys(pam_handle_t *pamh, const struct conf *cf, const char *user, char *ukey,
 {
 	const void *item = NULL;
 	struct passwd *pw;
+	struct in_addr a4;
 
 	*rhost = NULL;
+
 	if (pam_get_item(pamh, PAM_RHOST, &item) == PAM_SUCCESS && item &&
 	    *(const char *)item != '\0')
 		*rhost = item;
+	/* an IPv4 address written as IPv6 (::ffff:192.0.2.7) is the IPv4
+	 * one: one key, and the ignore list's networks apply */
+	if (*rhost != NULL && strncasecmp(*rhost, "::ffff:", 7) == 0 &&
+	    inet_pton(AF_INET, *rhost + 7, &a4) == 1)
+		*rhost += 7;
 	snprintf(ukey, len, "login:%s", user);
 	hkey[0] = '\0';
 	if (*rhost != NULL)

@@ -190,6 +190,23 @@ login() {
 	for n in 1 2; do login wrong "$PAM_USER_NAME" 11.0.0.1 || true; done
 	run login right-pass "$PAM_USER_NAME" 11.0.0.1
 	[ "$status" -ne 0 ]
+	# an IPv4 address written as IPv6 is that address: its network's,
+	# and the same host (locked out just above)
+	for n in 1 2 3; do login wrong "$PAM_USER_NAME" ::ffff:10.1.2.3 || true; done
+	run login right-pass "$PAM_USER_NAME" ::ffff:10.1.2.3
+	[ "$status" -eq 0 ]
+	run login right-pass "$PAM_USER_NAME" ::ffff:11.0.0.1
+	[ "$status" -ne 0 ]
+}
+
+@test "pam: a network on THROTTLE_LOGIN_IGNORE that is not one is logged, and exempts no one" {
+	needs_pam
+	service 1/1h 1h THROTTLE_LOGIN_IGNORE=10.0.0/8
+	syslog
+	for n in 1 2; do login wrong "$PAM_USER_NAME" 10.1.2.3 || true; done
+	run login right-pass "$PAM_USER_NAME" 10.1.2.3
+	[ "$status" -ne 0 ]
+	syslog_wait "THROTTLE_LOGIN_IGNORE: '10.0.0/8' is not an IPv4 network (as in 10.0.0.0/8); it exempts no one"
 }
 
 @test "pam: the guard fails closed when the state file is unusable" {

@@ -168,6 +168,14 @@ login() {
 	run login right-pass "$PAM_USER_NAME" 10.9.9.9
 	[ "$status" -eq 0 ]
 	syslog_wait "^<85>pam_throttle: authentication failure for user guessa from 192.0.2.7"
+	# an IPv4 address written as IPv6 is that address: ignored by its
+	# network, and the same host's key (locked out above)
+	for n in 1 2 3; do login wrong "$PAM_USER_NAME" ::ffff:10.9.9.9 || true; done
+	run login right-pass "$PAM_USER_NAME" ::FFFF:10.9.9.9
+	[ "$status" -eq 0 ]
+	run login right-pass "$PAM_USER_NAME" ::ffff:192.0.2.7
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"This host is locked out"* ]]
 }
 
 @test "pam module: 30 parallel wrong passwords, at most the limit checked" {
