@@ -185,13 +185,13 @@ unchanged() {
 	unchanged idwal.db
 }
 
-@test "another program's database with a hot journal is refused before SQLite rolls it back" {
-	needs_sqlite
+# hot_journal: another program's database app.db in the middle of a
+# transaction that spills to the file, copied as a crash would leave it:
+# hot.db half changed, hot.db-journal hot
+hot_journal() {
 	sqlite3 app.db "PRAGMA journal_mode=DELETE; CREATE TABLE users(name TEXT);
 	    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
 	    INSERT INTO users SELECT printf('%0100d', i) FROM c;" >/dev/null
-	# a transaction that spills to the file, copied as a crash would
-	# leave it: the file half changed, its journal hot
 	mkfifo cmd
 	sqlite3 app.db <cmd >/dev/null 2>&1 3>&- &
 	track $!
@@ -203,6 +203,11 @@ unchanged() {
 	cp app.db-journal hot.db-journal
 	echo "ROLLBACK;" >&7
 	exec 7>&-
+}
+
+@test "another program's database with a hot journal is refused before SQLite rolls it back" {
+	needs_sqlite
+	hot_journal
 	cp hot.db hot.orig
 	cp hot.db-journal hot.journal.orig
 	run at 1 consume k --limit 1/1s --db hot.db
@@ -218,19 +223,8 @@ unchanged() {
 
 @test "another program's hot journal beside a state file is refused: nothing played back, nothing deleted" {
 	needs_sqlite
-	sqlite3 app.db "PRAGMA journal_mode=DELETE; CREATE TABLE users(name TEXT);
-	    WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < 2000)
-	    INSERT INTO users SELECT printf('%0100d', i) FROM c;" >/dev/null
-	mkfifo cmd
-	sqlite3 app.db <cmd >/dev/null 2>&1 3>&- &
-	track $!
-	exec 7>cmd
-	echo "PRAGMA cache_size=2; BEGIN; UPDATE users SET name = name || 'x';" >&7
-	for _ in $(seq 50); do [ -s app.db-journal ] && break; sleep 0.1; done
-	sleep 0.3
-	cp app.db-journal hot.journal
-	echo "ROLLBACK;" >&7
-	exec 7>&-
+	hot_journal
+	cp hot.db-journal hot.journal
 	at 1 consume k --limit 5/1h --db s.db
 	cp hot.journal s.db-journal
 	cp s.db s.orig
