@@ -55,25 +55,6 @@ read_proc(const char *rel, char *buf, size_t len)
  */
 #define PIDNS_INIT "pid:[4026531836]"
 
-/* When this boot began, us since the epoch, from the seconds /proc/uptime
- * counts since: 0 if it cannot tell. */
-static int64_t
-boot_time(void)
-{
-	char buf[128], *end;
-	struct timespec ts;
-	double up;
-
-	if (read_proc("uptime", buf, sizeof(buf)) <= 0 ||
-	    clock_gettime(CLOCK_REALTIME, &ts) == -1)
-		return 0;
-	up = strtod(buf, &end);
-	if (end == buf || up < 0)
-		return 0;
-	return (int64_t)ts.tv_sec * US_PER_SEC + ts.tv_nsec / 1000 -
-	    (int64_t)(up * US_PER_SEC);
-}
-
 /* This host's name and boot id (empty if the kernel does not say). */
 int
 host_self(struct host *h)
@@ -112,7 +93,6 @@ host_self(struct host *h)
 		if (strspn(buf, "0123456789abcdef-") == strlen(buf))
 			memcpy(h->boot_id, buf, strlen(buf) + 1);
 	}
-	h->booted = boot_time();
 	return 0;
 }
 
@@ -215,13 +195,7 @@ host_owner_state(const struct host *me, const struct lease *l)
 	if (l->pid == 0 || strcmp(l->host, me->name) != 0)
 		return OWNER_UNKNOWN;
 	if (strcmp(l->boot_id, me->boot_id) != 0)
-		/* this host has rebooted since; but a lease taken after
-		 * this boot began was not taken in an earlier one: another
-		 * host with this name (a cloned machine), whose pids say
-		 * nothing here */
-		return me->booted != 0 && l->acquired >= me->booted
-		    ? OWNER_UNKNOWN
-		    : OWNER_DEAD;
+		return OWNER_DEAD; /* this host has rebooted since */
 	if (host_pid_start(l->pid, &start) == 0 && start == l->pid_start)
 		return OWNER_ALIVE;
 	if (l->pgid > 0 && host_group_alive(l->pgid, l->pgid_start))

@@ -530,7 +530,6 @@ void help_cmd(FILE *, const struct cmd_entry *);
 struct host {
 	char name[HOST_MAX + 1];
 	char boot_id[BOOT_ID_MAX + 1];
-	int64_t booted; /* us since the epoch this boot began; 0: unknown */
 };
 int host_self(struct host *);
 int host_pid_start(int64_t, int64_t *);
