@@ -820,15 +820,18 @@ guarded_open(const char *path, int flags, int mode)
 			    "an unfinished transaction in its -journal "
 			    "file), not a throttle state file; it was left "
 			    "untouched");
-		/* throttle's own file is in WAL mode from before its schema,
-		 * and keeps no -journal: one there is another program's,
-		 * which SQLite would play back into it */
-		if (guard.cookie != 0 && journal_left(path))
+		/* a file in WAL mode keeps no -journal (throttle's own
+		 * switches before it writes a page; an empty database it
+		 * adopts, in rollback mode, may have its own, rolled back
+		 * as usual): one there is another program's, which SQLite
+		 * would play back into it */
+		if (guard.cookie != 0 && (h[18] == 2 || h[19] == 2) &&
+		    journal_left(path))
 			return refuse_fd(fd, EACCES,
-			    "has a -journal file beside it that is not "
-			    "throttle's (a state file keeps none), which "
+			    "has a -journal file beside it that is not its "
+			    "own (a file in WAL mode keeps none), which "
 			    "SQLite would play back into it; the files were "
-			    "left untouched: move the -journal aside");
+			    "left untouched: move that -journal away");
 	} else if (geteuid() == 0 &&
 	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
 		return refuse_fd(fd, EACCES,
