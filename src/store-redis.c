@@ -3431,10 +3431,9 @@ ipv6_before_port(const char *p, const char *end)
 	return last != NULL && (is_ipv6(p, end) || is_ipv6(p, last));
 }
 
-/* host[:port] in [p, end) into host (256 bytes) and *port. */
 /*
  * Nonzero if the n bytes at p may be a host name or an IPv4 address:
- * letters, digits, '-', '_' and dots between them.  Anything else (a
+ * letters, digits, '-', '_' and dots, each after one of those.  Anything else (a
  * '@' of a password written as it is, a space, a %-escape) names no
  * server, and would be taken for one out of reach.
  */
@@ -3443,14 +3442,16 @@ host_chars(const char *p, size_t n)
 {
 	size_t i;
 
+	/* a fully qualified name may end in a dot (redis.ns.svc.) */
 	for (i = 0; i < n; i++)
-		if (p[i] == '.' ? i == 0 || i == n - 1 || p[i - 1] == '.'
+		if (p[i] == '.' ? i == 0 || p[i - 1] == '.'
 				: !isalnum((unsigned char)p[i]) &&
 			    p[i] != '-' && p[i] != '_')
 			return 0;
 	return 1;
 }
 
+/* host[:port] in [p, end) into host (256 bytes) and *port. */
 static int
 parse_host(const char *p, const char *end, char *host, int *port,
     const char **why)

@@ -175,11 +175,14 @@ store_display(const char *spec, char *buf, size_t len)
 	}
 	p = strstr(spec, "://") + 3;
 	/* the login ends at the last '@' before the query: a password
-	 * may hold '@' and '/' as they are, and is never shown */
+	 * may hold '@' and '/' as they are, and is never shown (a socket's
+	 * path has no login: its '@' is the path's) */
 	end = p + strcspn(p, "?");
-	for (at = NULL; end > p && at == NULL; end--)
-		if (end[-1] == '@')
-			at = end - 1;
+	at = NULL;
+	if (strncmp(spec, "unix://", 7) != 0)
+		for (; end > p && at == NULL; end--)
+			if (end[-1] == '@')
+				at = end - 1;
 	snprintf(buf, len, "%.*s%.*s", (int)(p - spec), spec,
 	    (int)strcspn(at != NULL ? at + 1 : p, "?"),
 	    at != NULL ? at + 1 : p);

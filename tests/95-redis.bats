@@ -331,6 +331,13 @@ while True:
 		[ "$status" -eq 2 ] || { echo "$url: $status $stderr"; return 1; }
 		[[ "$stderr" == *"the host is no host name or IPv4 address"* ]]
 	done
+	# a fully qualified name's final dot is a host's
+	run --separate-stderr "$THROTTLE" --db 'redis://localhost.:1' --lock-timeout 300ms consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	# a socket's path has no login: an '@' in it is shown
+	mkdir "$TMP/a@b"
+	run --separate-stderr "$THROTTLE" --db "unix://$TMP/a@b/none.sock" consume k --limit 1/1s
+	[[ "$stderr" == *"unix://$TMP/a@b/none.sock: cannot connect"* ]] || { echo "$stderr"; return 1; }
 }
 
 # answers N: the callers' out* files hold N answers
