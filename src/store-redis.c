@@ -142,6 +142,8 @@ struct rs {
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
 	int64_t reply_t; /* bound_time(): how long one reply may take */
 	int64_t reply_cap; /* and when the decision's time ends, or 0 */
+	const redisContext *tmo_c; /* the connection whose socket timeout */
+	int64_t tmo; /* is this (set_tmo()) */
 	int scanning; /* inspect, gc, policy list: not one decision */
 	int group; /* in a group (batch): one transaction for many requests */
 	int carry; /* the policy lookup read the decision's key: keep it */
@@ -361,6 +363,19 @@ bad_reply(struct rs *rs, const redisReply *r, const char *what)
 	return 1;
 }
 
+/* Set c's socket timeout, which bounds each read and write, to t us. */
+static void
+set_tmo(struct rs *rs, redisContext *c, int64_t t)
+{
+	struct timeval tv;
+
+	tv.tv_sec = (time_t)(t / US_PER_SEC);
+	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
+	redisSetTimeout(c, tv);
+	rs->tmo_c = c;
+	rs->tmo = t;
+}
+
 /*
  * Wait for replies no longer than the decision has left of --lock-timeout
  * (nor than ?timeout=): a slow or stuck server costs a call its lock
@@ -370,7 +385,6 @@ static void
 bound_time(struct rs *rs, int decision)
 {
 	int64_t t = rs->timeout, left = rs->deadline - clock_monotonic();
-	struct timeval tv;
 
 	/* no one reply waits longer than --lock-timeout either */
 	if (rs->lock_timeout > 0 && rs->lock_timeout < t)
@@ -379,9 +393,7 @@ bound_time(struct rs *rs, int decision)
 		t = left > 1000 ? left : 1000;
 	if (rs->slice > 0 && rs->slice < t)
 		t = rs->slice; /* one of several nodes to ask: its share */
-	tv.tv_sec = (time_t)(t / US_PER_SEC);
-	tv.tv_usec = (suseconds_t)(t % US_PER_SEC);
-	redisSetTimeout(rs->c, tv);
+	set_tmo(rs, rs->c, t);
 	rs->reply_t = t;
 	rs->reply_cap = decision && rs->deadline != 0 ? rs->deadline : 0;
 }
@@ -390,16 +402,16 @@ bound_time(struct rs *rs, int decision)
  * The next reply on c, as redisGetReply() gives it, but within the time
  * bound_time() gave a reply: the socket's timeout bounds each read, and a
  * server that sends a byte at a time would otherwise hold the call for
- * as long as it goes on.  Each read after the first waits only what is
- * left; past it, the error is a timeout's (REDIS_ERR_IO, EAGAIN).
+ * as long as it goes on.  Each read waits only what is left of the
+ * reply's time (and of the decision's); past it, the error is a
+ * timeout's (REDIS_ERR_IO, EAGAIN).
  */
 static int
 get_reply(struct rs *rs, redisContext *c, redisReply **out)
 {
 	int64_t by = clock_monotonic() + rs->reply_t, left;
-	struct timeval tv;
 	void *r = NULL;
-	int done = 0, reads = 0;
+	int done = 0;
 
 	*out = NULL;
 	/* within the decision's time, but never less than the 1ms a reply
@@ -416,7 +428,7 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 				return REDIS_ERR;
 		} while (!done);
 	while (r == NULL) {
-		if (reads++ > 0 && rs->reply_t > 0) {
+		if (rs->reply_t > 0) {
 			if ((left = by - clock_monotonic()) <= 0) {
 				c->err = REDIS_ERR_IO;
 				snprintf(c->errstr, sizeof(c->errstr), "%s",
@@ -424,9 +436,11 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 				errno = EAGAIN;
 				return REDIS_ERR;
 			}
-			tv.tv_sec = (time_t)(left / US_PER_SEC);
-			tv.tv_usec = (suseconds_t)(left % US_PER_SEC);
-			redisSetTimeout(c, tv);
+			/* the socket's timeout as what is left, give or take
+			 * 10ms (a system call saved on most replies) */
+			if (rs->tmo_c != c || left < rs->tmo - 10000 ||
+			    left > rs->tmo + 10000)
+				set_tmo(rs, c, left);
 		}
 		if (redisBufferRead(c) == REDIS_ERR ||
 		    redisGetReplyFromReader(c, &r) == REDIS_ERR)
@@ -521,6 +535,8 @@ find_node(struct rs *rs, const char *host, size_t hlen, int port)
 static void
 node_close(struct rs *rs, int i)
 {
+	if (rs->tmo_c == rs->node[i].c)
+		rs->tmo_c = NULL;
 	if (rs->node[i].c != NULL)
 		redisFree(rs->node[i].c);
 	rs->node[i].c = NULL;

@@ -192,7 +192,7 @@ while True:
 		ms=$((($(date +%s%N) - start) / 1000000))
 		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
 		[[ "$stderr" == *"no reply in time"* ]] || { echo "$cmd: $stderr"; return 1; }
-		[ "$ms" -lt 4000 ] || { echo "$cmd took ${ms}ms"; return 1; }
+		[ "$ms" -lt 2500 ] || { echo "$cmd took ${ms}ms"; return 1; }
 	done
 }
 
