@@ -199,10 +199,10 @@ ctx_may_fail_open(const struct ctx *c)
 /*
  * A store error mapped by --on-error: the exit status (ctx_map()), and,
  * if the answer has no record, one for a script reading json or shell:
- * key, allowed, error, the limit the request gave (its first: algorithm,
- * limit, period, burst, cost), and remaining 0 with retry_after 0
- * (allow) or 1s (deny: try again in a moment) and reset_after 0, so a
- * script that reads them always has them.
+ * key, allowed, error, the rate limit the request gave (its first:
+ * algorithm, limit, period, burst, cost, and reset_after 0), and
+ * remaining 0 with retry_after 0 (allow) or 1s (deny: try again in a
+ * moment), so a script that reads them always has them.
  */
 int
 ctx_fail_answer(const struct ctx *c, const struct args *a, struct answer *ans)
@@ -231,7 +231,8 @@ ctx_fail_answer(const struct ctx *c, const struct args *a, struct answer *ans)
 		rec_int(r, "remaining", 0, 0);
 		rec_secs(r, "retry_after", rc == EXIT_ALLOWED ? 0 : US_PER_SEC,
 		    0);
-		rec_secs(r, "reset_after", 0, 0);
+		if (n > 0) /* a rate limit's answer has it */
+			rec_secs(r, "reset_after", 0, 0);
 	}
 	rec_str(ans, r, "error", ans->msg, strlen(ans->msg), 0);
 	return rc;

@@ -17,6 +17,7 @@
  *	3. Every function returns -1 on failure and leaves a message that
  *	   names the store in store_error(); nothing here prints or exits.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -316,17 +317,27 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
     size_t idlen, const char *why)
 {
 	FILE *fp;
+	size_t i;
 
 	if ((fp = fmemopen(st->err, sizeof(st->err), "w")) == NULL)
 		return bad_record(st, key, keylen, why);
 	fprintf(fp, "%s: the key '", st->name);
 	escape_text(fp, key, keylen);
-	fprintf(fp, "' %s, which this throttle cannot use (throttle release ",
-	    why);
-	escape_text(fp, key, keylen);
+	fprintf(fp, "' %s; throttle release ", why);
+	for (i = 0; i < keylen &&
+	     (isalnum((unsigned char)key[i]) ||
+		 strchr(":._-/@", key[i]) != NULL);
+	     i++)
+		;
+	if (i == keylen)
+		fwrite(key, 1, keylen, fp);
+	else if (text_plain(key, keylen)) /* quoted, as a shell takes it */
+		escape_shell(fp, key, keylen);
+	else /* no control character on a terminal */
+		escape_text(fp, key, keylen);
 	fputs(" --lease ", fp);
 	escape_text(fp, id, idlen);
-	fputs(" removes it)", fp);
+	fputs(" removes it", fp);
 	fclose(fp);
 	return -1;
 }
