@@ -114,7 +114,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	struct decision *d = &k->d;
 	struct lockout *lk = &k->lk;
 	int64_t wait, t;
-	int locked, lk_moved, ended, starts;
+	int locked, lk_moved, ended, starts, waits;
 
 	if (store_lockout_get(c->store, a->key, a->keylen, lk) == -1)
 		return ctx_fail(c, ans);
@@ -150,8 +150,12 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	 * times are from the instant it wakes at, when it is printed */
 	if (!d->allowed && d->reset_after < d->retry_after)
 		d->reset_after = d->retry_after;
+	/* a --wait that will sleep and try again is not refused (yet): it
+	 * starts no lockout, as a reservation does not */
+	waits = !d->allowed && !locked && x->reserve >= -1 &&
+	    (x->reserve == -1 || d->retry_after <= x->reserve);
 	if ((starts = !d->allowed && a->has_lockout && !locked &&
-		    a->lockout != 0)) {
+		    a->lockout != 0 && !waits)) {
 		/* this refusal starts a lockout (check answers so too, and
 		 * rolls it back with the rest) */
 		lk->since = t;

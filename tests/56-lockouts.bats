@@ -147,3 +147,21 @@ c lockout_after=never" ]
 	run at 1100 inspect u
 	[ "$status" -eq 1 ]
 }
+
+@test "lockout: a --wait that will be allowed in time starts none, on every algorithm" {
+	for a in gcra fixed-window sliding-window hybrid; do
+		at 100 consume "w-$a" --limit 1/300ms --lockout 1h --algorithm "$a"
+		# the rate's wait is 300ms, within --wait: it waits, and is no
+		# refusal to lock the key out for
+		run --separate-stderr at 100 consume "w-$a" --limit 1/300ms --lockout 1h --algorithm "$a" --wait=5s
+		[ "$status" -eq 0 ] || { echo "$a: $status $stderr"; return 1; }
+		run --separate-stderr at 101 inspect "w-$a" --locked
+		[ "$status" -eq 1 ] || { echo "$a locked: $output"; return 1; }
+		# past --wait it is refused, and that refusal starts the lockout
+		run --separate-stderr at 101 consume "w-$a" --limit 1/1h --lockout 1h --algorithm "$a"
+		run --separate-stderr at 101 consume "w-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
+		[ "$status" -eq 1 ]
+		run --separate-stderr at 101 inspect "w-$a" --locked
+		[ "$status" -eq 0 ] || { echo "$a not locked"; return 1; }
+	done
+}
