@@ -43,7 +43,7 @@ _throttle()
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
 	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
 	local rate="--limit --burst --algorithm --granularity --cost"
-	local lease="--concurrency --ttl --owner --priority --reserve"
+	local lease="--concurrency --ttl --priority --reserve"
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" ci=0 dd=0 w i
 
@@ -119,7 +119,7 @@ _throttle()
 		consume) COMPREPLY=($(compgen -W "$rate --lockout --wait $global" -- "$cur")) ;;
 		check) COMPREPLY=($(compgen -W "$rate --lockout $global" -- "$cur")) ;;
 		release) COMPREPLY=($(compgen -W "$rate --lease $global" -- "$cur")) ;;
-		acquire) COMPREPLY=($(compgen -W "$lease --wait $global" -- "$cur")) ;;
+		acquire) COMPREPLY=($(compgen -W "$lease --owner --wait $global" -- "$cur")) ;;
 		renew) COMPREPLY=($(compgen -W "--lease --ttl $global" -- "$cur")) ;;
 		run) COMPREPLY=($(compgen -W "$rate --lockout --wait $lease --conflict-exit-code $global" -- "$cur")) ;;
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;

@@ -93,7 +93,7 @@ complete -c throttle -n "__fish_seen_subcommand_from run; and not __throttle_run
 complete -c throttle -n "__fish_seen_subcommand_from run; and __throttle_run_command_at >/dev/null" -a '(__throttle_command)'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l reserve -x -d 'slots kept for critical work'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'
+complete -c throttle -n "__fish_seen_subcommand_from acquire" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'
 complete -c throttle -n "__fish_seen_subcommand_from acquire renew run policy" -l ttl -x -d 'lease time to live'
 complete -c throttle -n "__fish_seen_subcommand_from acquire run shed" -l priority -x -a 'critical high normal low' -d 'priority'
 complete -c throttle -n "__fish_seen_subcommand_from release renew" -l lease -x -d 'lease id'

@@ -598,8 +598,8 @@ const struct cmd_entry cmd_run_entry = {
 		   "while it runs, or both); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
 	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY |
-	    CMDOPT_OWNER | CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_RUN |
-	    CMDOPT_LOCKOUT | CMDOPT_WAIT,
+	    CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_RUN | CMDOPT_LOCKOUT |
+	    CMDOPT_WAIT, /* not --owner: the lease is the wrapper's */
 	.uses_policy = 1,
 	.min_args = 1,
 	.max_args = 1,

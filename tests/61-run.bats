@@ -388,3 +388,11 @@ wait_gone() {
 	[[ "$output" == *"first: 137"* ]] || { echo "$output"; return 1; }
 	[[ "$output" == *"second: 0"* ]] || { echo "$output"; return 1; }
 }
+
+@test "run takes no --owner: its lease is the wrapper's and its job's" {
+	run --separate-stderr "$THROTTLE" run own --concurrency 1 --owner $$ -- true
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"run: --owner does not apply to this command"* ]]
+	run "$THROTTLE" inspect own
+	[ "$status" -eq 1 ]
+}
