@@ -597,8 +597,8 @@ const struct cmd_entry cmd_run_entry = {
 	.summary = "run COMMAND if the limit allows it (a rate, a slot held "
 		   "while it runs, or both); exit with its status",
 	.options = CMDOPT_LIMIT | CMDOPT_BURST | CMDOPT_ALGORITHM |
-	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY |
-	    CMDOPT_TTL | CMDOPT_PRIORITY | CMDOPT_RUN | CMDOPT_LOCKOUT |
+	    CMDOPT_COST | CMDOPT_GRANULARITY | CMDOPT_CONCURRENCY | CMDOPT_TTL |
+	    CMDOPT_PRIORITY | CMDOPT_RUN | CMDOPT_LOCKOUT |
 	    CMDOPT_WAIT, /* not --owner: the lease is the wrapper's */
 	.uses_policy = 1,
 	.min_args = 1,
