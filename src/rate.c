@@ -355,6 +355,8 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		if (left >= 0 && k->d.retry_after > left) {
 			output_human(t, sizeof(t), k->d.retry_after);
 			output_human(m, sizeof(m), a->wait_max);
+			if (strcmp(t, m) == 0) /* rounded alike: exactly */
+				output_duration(m, sizeof(m), a->wait_max);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 			    " throttled: the wait would be %s, more than "
 			    "--wait %s allows",
