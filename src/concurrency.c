@@ -214,7 +214,7 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 			/* once: what it waits for, and at most how long */
 			held_line(a, seen, what, sizeof(what));
 			if (a->wait_max >= 0)
-				output_human(m, sizeof(m), a->wait_max);
+				output_bound(m, sizeof(m), a->wait_max);
 			log_key(a->key, a->keylen,
 			    " %s, waiting for a slot%s%s%s", what,
 			    a->wait_max >= 0 ? " (--wait at most " : "",

@@ -101,6 +101,19 @@ output_human(char *buf, size_t len, int64_t us)
 	return n;
 }
 
+/*
+ * A bound the user gave (--wait's), into buf (len >= 32): as a person
+ * reads a wait where that is exact (5s, 1m30s, 0.25s), else as a
+ * duration is written (59.999999s), never rounded to what it is not.
+ */
+size_t
+output_bound(char *buf, size_t len, int64_t us)
+{
+	if (us < 60 * US_PER_SEC ? us % 1000 == 0 : us % US_PER_SEC == 0)
+		return output_human(buf, len, us);
+	return output_duration(buf, len, us);
+}
+
 /* A duration as a user would write it: 15m, 1h30m, 250ms, 0.000125s. */
 size_t
 output_duration(char *buf, size_t len, int64_t us)

@@ -311,7 +311,7 @@ say_waiting(const struct ctx *c, const struct args *a, const struct keywork *k,
 	*said = 1;
 	output_human(t, sizeof(t), k->d.retry_after);
 	if (a->wait_max >= 0)
-		output_human(m, sizeof(m), a->wait_max);
+		output_bound(m, sizeof(m), a->wait_max);
 	log_key(a->key, a->keylen, " %s, waiting %s for it%s%s%s",
 	    k->lk.until > k->now ? "locked out" : "throttled", t,
 	    a->wait_max >= 0 ? " (--wait at most " : "",
@@ -354,9 +354,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		}
 		if (left >= 0 && k->d.retry_after > left) {
 			output_human(t, sizeof(t), k->d.retry_after);
-			output_human(m, sizeof(m), a->wait_max);
-			if (strcmp(t, m) == 0) /* rounded alike: exactly */
-				output_duration(m, sizeof(m), a->wait_max);
+			output_bound(m, sizeof(m), a->wait_max);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 			    " throttled: the wait would be %s, more than "
 			    "--wait %s allows",

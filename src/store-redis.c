@@ -2936,20 +2936,19 @@ drop_ended(struct khash *h, unsigned mask, int64_t now, int64_t *dropped)
 {
 	const char *id;
 	size_t idlen;
-	int j, kind, n = 0;
+	int j, kind, n = 0, limits = 0;
 
 	for (j = h->n - 1; j >= 0; j--) {
 		kind = field_kind(h->f[j].name, h->f[j].nlen, &id, &idlen);
 		if (kind != 0 && (mask & REC_MASK(kind)) &&
 		    record_expiry(kind, h->f[j].val, h->f[j].vlen) <= now) {
 			hash_del(h, j);
-			dropped[kind]++;
+			/* a key's limits are one key at rest, however many */
+			if (kind != REC_LIMIT || limits++ == 0)
+				dropped[kind]++;
 			n++;
 		}
 	}
-	/* a key's limits are one key at rest, however many they are */
-	if (dropped[REC_LIMIT] > 1)
-		dropped[REC_LIMIT] = 1;
 	return n;
 }
 
@@ -3025,6 +3024,7 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	if (all_keys(rs, &ns) == -1)
 		return -1;
 	h = xcalloc(BATCH, sizeof(*h));
+	memset(dropped, 0, sizeof(dropped)); /* only whether any is */
 	for (i = 0; i < ns->n && r != -1; i += m) {
 		m = ns->n - i < BATCH ? ns->n - i : BATCH;
 		if ((r = read_names(rs, ns->v + i, m, 0, h)) == -1)

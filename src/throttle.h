@@ -631,6 +631,7 @@ die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 size_t output_seconds(char *, size_t, int64_t);
 size_t output_human(char *, size_t, int64_t);
 size_t output_duration(char *, size_t, int64_t);
+size_t output_bound(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);
 void output_record(FILE *, enum format, const struct record *);
 void output_check(FILE *);
