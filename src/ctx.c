@@ -231,7 +231,9 @@ ctx_fail_answer(const struct ctx *c, const struct args *a, struct answer *ans)
 		rec_int(r, "remaining", 0, 0);
 		rec_secs(r, "retry_after", rc == EXIT_ALLOWED ? 0 : US_PER_SEC,
 		    0);
-		if (n > 0) /* a rate limit's answer has it */
+		/* a rate limit's answer has it, a policy's included */
+		if ((a->cmd->options & CMDOPT_LIMIT) &&
+		    (a->ls.n > 0 || !a->has_concurrency))
 			rec_secs(r, "reset_after", 0, 0);
 	}
 	rec_str(ans, r, "error", ans->msg, strlen(ans->msg), 0);

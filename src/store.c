@@ -323,7 +323,9 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
 		return bad_record(st, key, keylen, why);
 	fprintf(fp, "%s: the key '", st->name);
 	escape_text(fp, key, keylen);
-	fprintf(fp, "' %s; throttle release ", why);
+	fprintf(fp, "' %s; throttle release --lease ", why);
+	escape_text(fp, id, idlen);
+	fputs(" -- ", fp); /* a key may begin with a dash */
 	for (i = 0; i < keylen &&
 	     (isalnum((unsigned char)key[i]) ||
 		 strchr(":._-/@", key[i]) != NULL);
@@ -335,9 +337,7 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
 		escape_shell(fp, key, keylen);
 	else /* no control character on a terminal */
 		escape_text(fp, key, keylen);
-	fputs(" --lease ", fp);
-	escape_text(fp, id, idlen);
-	fputs(" removes it", fp);
+	fputs(" (with this --db) removes it", fp);
 	fclose(fp);
 	return -1;
 }

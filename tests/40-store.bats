@@ -345,7 +345,7 @@ hot_journal() {
 	for cmd in "acquire L --concurrency 2" "gc"; do
 		run --separate-stderr at 2 $cmd
 		[ "$status" -eq 3 ]
-		[[ "$stderr" == *"the key 'L' has a lease out of range; throttle release L --lease $id removes it"* ]] ||
+		[[ "$stderr" == *"the key 'L' has a lease out of range; throttle release --lease $id -- L (with this --db) removes it"* ]] ||
 			{ echo "$cmd: $stderr"; return 1; }
 	done
 	# reset leaves leases be, as documented: the release does it
@@ -468,6 +468,12 @@ hot_journal() {
 	[[ "$THROTTLE_ERROR" == afile/x.db:* ]]
 	[ "$THROTTLE_ALGORITHM" = sliding-window ] && [ "$THROTTLE_LIMIT" = 3 ] && [ "$THROTTLE_PERIOD" = 60 ]
 	[ "$THROTTLE_COST" = 2 ] && [ "$THROTTLE_RETRY_AFTER" = 0 ] && [ "$THROTTLE_RESET_AFTER" = 0 ]
+	# a limit a policy would have given: still a rate limit's reset_after
+	run --separate-stderr at 1 consume k --db afile/x.db --on-error allow --format json
+	[[ "$output" == '{"key":"k","allowed":true,"remaining":0,"retry_after":0,"reset_after":0,"error":'* ]]
+	# a lease has none
+	run --separate-stderr at 1 acquire k --concurrency 2 --db afile/x.db --on-error allow --format json
+	[[ "$output" == '{"key":"k","allowed":true,"remaining":0,"retry_after":0,"error":'* ]]
 	# usage errors are never mapped
 	run at 1 consume k --limit 1/0s --on-error allow
 	[ "$status" -eq 2 ]
