@@ -751,6 +751,39 @@ journal_left(const char *path)
 	return first != 0;
 }
 
+/*
+ * Nonzero if path's -journal is throttle's own: one left by a crash while
+ * a file it had just given its schema was switched to WAL mode, which
+ * rewrites page 1 under a rollback journal.  Such a journal's first
+ * record is page 1 as it stood, with throttle's application_id.  (The
+ * journal: a header of one sector, page size at 24, sector size at 20;
+ * then records of a page number, the page, and a checksum.)
+ */
+static int
+journal_ours(const char *path)
+{
+	unsigned char head[28], rec[4 + 72];
+	char j[PATH_MAX + 16];
+	uint32_t sector, page;
+	int fd, ours = 0;
+
+	snprintf(j, sizeof(j), "%s-journal", path);
+	if ((fd = open(j, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
+	    -1)
+		return 0;
+	if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) == 0) {
+		sector = be32(head + 20);
+		page = be32(head + 24);
+		ours = sector >= 32 && sector <= 65536 && page >= 512 &&
+		    pread(fd, rec, sizeof(rec), (off_t)sector) ==
+			(ssize_t)sizeof(rec) &&
+		    be32(rec) == 1 && be32(rec + 4 + 68) == APPLICATION_ID;
+	}
+	close(fd);
+	return ours;
+}
+
 static int
 guarded_open(const char *path, int flags, int mode)
 {
@@ -822,11 +855,11 @@ guarded_open(const char *path, int flags, int mode)
 			    "untouched");
 		/* a file in WAL mode keeps no -journal (throttle's own
 		 * switches before it writes a page; an empty database it
-		 * adopts, in rollback mode, may have its own, rolled back
-		 * as usual): one there is another program's, which SQLite
-		 * would play back into it */
+		 * adopts has one of its own while it gets its schema, and
+		 * while it is switched, journal_ours()): one there is
+		 * another program's, which SQLite would play back into it */
 		if (guard.cookie != 0 && (h[18] == 2 || h[19] == 2) &&
-		    journal_left(path))
+		    journal_left(path) && !journal_ours(path))
 			return refuse_fd(fd, EACCES,
 			    "has a -journal file beside it that is not its "
 			    "own (a file in WAL mode keeps none), which "

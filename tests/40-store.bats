@@ -243,6 +243,22 @@ hot_journal() {
 	[ "$(field remaining "$output")" = 3 ]
 }
 
+@test "a crash while an adopted database is switched to WAL leaves a journal of throttle's own, rolled back" {
+	needs_sqlite
+	command -v strace >/dev/null || skip "needs strace to stop throttle at the switch"
+	# an empty database that has had a table: adopted, given its
+	# schema (one journal, deleted), then switched to WAL: killed as
+	# that switch's journal is deleted
+	sqlite3 s.db 'CREATE TABLE t(x); DROP TABLE t; VACUUM;'
+	run strace -f -o /dev/null -e inject=unlink:error=EPERM:signal=KILL:when=2 \
+	    "$THROTTLE" --db s.db consume k --limit 1/1h
+	[ -s s.db-journal ] || skip "this SQLite deletes its journals otherwise"
+	[ "$(od -A n -t x1 -j 18 -N 2 s.db | tr -d ' ')" = 0202 ]
+	run at 2 consume k --limit 1/1h --db s.db
+	[ "$status" -le 1 ] || { echo "$output"; return 1; }
+	[ ! -e s.db-journal ]
+}
+
 @test "a version 1 state file is upgraded in place, keeping its keys" {
 	needs_sqlite
 	# the schema of version 1, as throttle 0.1 wrote it
