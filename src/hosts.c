@@ -91,9 +91,12 @@ lower(int c)
 static int
 same_name(const char *p, size_t n, const char *name)
 {
-	size_t i;
+	size_t i, len = strlen(name);
 
-	if (strlen(name) != n)
+	/* a fully qualified name's final dot: the same name */
+	if (len > 1 && name[len - 1] == '.')
+		len--;
+	if (len != n)
 		return 0;
 	for (i = 0; i < n; i++)
 		if (lower((unsigned char)p[i]) != lower((unsigned char)name[i]))

@@ -268,7 +268,8 @@ resolve_host(const char *name, int64_t us, struct addrs *out, char *why,
 
 	if (addrs_numeric(name, out) || from_hosts_file(name, out) > 0)
 		return 0;
-	if (strcasecmp(name, "localhost") == 0) {
+	if (strcasecmp(name, "localhost") == 0 ||
+	    strcasecmp(name, "localhost.") == 0) {
 		out->n = 2;
 		strcpy(out->a[0], "127.0.0.1");
 		strcpy(out->a[1], "::1");

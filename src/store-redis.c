@@ -422,11 +422,18 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 		by = clock_monotonic() + 1000;
 	if (redisGetReplyFromReader(c, &r) == REDIS_ERR)
 		return REDIS_ERR;
-	if (r == NULL)
+	if (r == NULL) {
+		/* the write too, within what is left */
+		left = by - clock_monotonic();
+		if (rs->reply_t > 0 &&
+		    (rs->tmo_c != c || left < rs->tmo - 10000 ||
+			left > rs->tmo + 10000))
+			set_tmo(rs, c, left > 1000 ? left : 1000);
 		do {
 			if (redisBufferWrite(c, &done) == REDIS_ERR)
 				return REDIS_ERR;
 		} while (!done);
+	}
 	while (r == NULL) {
 		if (rs->reply_t > 0) {
 			if ((left = by - clock_monotonic()) <= 0) {
@@ -3130,12 +3137,16 @@ find_master(struct rs *rs)
 			    "and reachable?)",
 			    u->seed_host[i], u->seed_port[i], c->errstr);
 			rs->unavailable = 1;
+			if (rs->tmo_c == c)
+				rs->tmo_c = NULL;
 			redisFree(c);
 			continue;
 		}
 		bound_time(rs, rs->first_try != 0 && !rs->scanning);
 		if (log_in(rs, u->sentinel_user, u->sentinel_password,
 			"Sentinel") == -1) {
+			if (rs->tmo_c == c)
+				rs->tmo_c = NULL;
 			redisFree(c);
 			if (rs->unavailable)
 				continue;
@@ -3174,6 +3185,8 @@ find_master(struct rs *rs)
 		}
 		if (r != NULL)
 			freeReplyObject(r);
+		if (rs->tmo_c == c)
+			rs->tmo_c = NULL;
 		redisFree(c);
 		if (misconf)
 			break;

@@ -331,9 +331,10 @@ while True:
 		[ "$status" -eq 2 ] || { echo "$url: $status $stderr"; return 1; }
 		[[ "$stderr" == *"the host is no host name or IPv4 address"* ]]
 	done
-	# a fully qualified name's final dot is a host's
+	# a fully qualified name's final dot is a host's, found as the name
 	run --separate-stderr "$THROTTLE" --db 'redis://localhost.:1' --lock-timeout 300ms consume k --limit 1/1s
 	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"localhost.:1/0: cannot connect: Connection refused"* ]] || { echo "$stderr"; return 1; }
 	# a socket's path has no login: an '@' in it is shown
 	mkdir "$TMP/a@b"
 	run --separate-stderr "$THROTTLE" --db "unix://$TMP/a@b/none.sock" consume k --limit 1/1s
