@@ -102,9 +102,10 @@ output_human(char *buf, size_t len, int64_t us)
 }
 
 /*
- * A bound the user gave (--wait's), into buf (len >= 32): as a person
- * reads a wait where that is exact (5s, 1m30s, 0.25s), else as a
- * duration is written (59.999999s), never rounded to what it is not.
+ * A bound on a wait (--wait's, or what run has left of it), into buf
+ * (len >= 32): as a person reads a wait where that is exact (5s, 1m30s,
+ * 0.25s), else as a duration is written (59.999999s), never rounded to
+ * what it is not.
  */
 size_t
 output_bound(char *buf, size_t len, int64_t us)
