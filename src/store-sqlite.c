@@ -666,6 +666,7 @@ static struct {
 	uint32_t app; /* a foreign file's application_id */
 	uint32_t cookie; /* the state file's schema cookie, as opened */
 	uint32_t page_size; /* its page size, as opened; 0 for a new file */
+	int wal; /* its header says WAL mode */
 	dev_t shm_dev; /* its -shm file, once opened (shm_dev != 0) */
 	ino_t shm_ino;
 } guard;
@@ -752,36 +753,31 @@ journal_left(const char *path)
 }
 
 /*
- * Nonzero if path's -journal is throttle's own: one left by a crash while
- * a file it had just given its schema was switched to WAL mode, which
- * rewrites page 1 under a rollback journal.  Such a journal's first
- * record is page 1 as it stood, with throttle's application_id.  (The
- * journal: a header of one sector, page size at 24, sector size at 20;
- * then records of a page number, the page, and a checksum.)
+ * Nonzero if the -journal open on fd is another program's, to be played
+ * back: it has a journal's header (a new one, being begun, is empty, and
+ * one with its header zeroed is done with), and it is not throttle's own,
+ * one left by a crash while a file it had just given its schema was
+ * switched to WAL mode, which rewrites page 1 under a rollback journal.
+ * Such a journal's first record is page 1 as it stood, with throttle's
+ * application_id.  (The journal: a header of one sector, page size at 24,
+ * sector size at 20; then records of a page number, the page, and a
+ * checksum.)
  */
 static int
-journal_ours(const char *path)
+journal_foreign(int fd)
 {
 	unsigned char head[28], rec[4 + 72];
-	char j[PATH_MAX + 16];
 	uint32_t sector, page;
-	int fd, ours = 0;
 
-	snprintf(j, sizeof(j), "%s-journal", path);
-	if ((fd = open(j, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
-	    -1)
+	if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
+	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0)
 		return 0;
-	if (pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
-	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) == 0) {
-		sector = be32(head + 20);
-		page = be32(head + 24);
-		ours = sector >= 32 && sector <= 65536 && page >= 512 &&
-		    pread(fd, rec, sizeof(rec), (off_t)sector) ==
-			(ssize_t)sizeof(rec) &&
-		    be32(rec) == 1 && be32(rec + 4 + 68) == APPLICATION_ID;
-	}
-	close(fd);
-	return ours;
+	sector = be32(head + 20);
+	page = be32(head + 24);
+	return !(sector >= 32 && sector <= 65536 && page >= 512 &&
+	    pread(fd, rec, sizeof(rec), (off_t)sector) ==
+		(ssize_t)sizeof(rec) &&
+	    be32(rec) == 1 && be32(rec + 4 + 68) == APPLICATION_ID);
 }
 
 static int
@@ -844,6 +840,7 @@ guarded_open(const char *path, int flags, int mode)
 		if ((problem = header_problem(h, n, &guard.app)) != NULL)
 			return refuse_fd(fd, EACCES, "%s", problem);
 		guard.cookie = n >= HEADER_SIZE ? be32(h + 40) : 0;
+		guard.wal = n >= HEADER_SIZE && (h[18] == 2 || h[19] == 2);
 		guard.page_size = n >= HEADER_SIZE ? page_size_of(h) : 0;
 		/* (a new file of throttle's own has no schema yet, and may
 		 * have a -journal while it is switched to WAL) */
@@ -853,18 +850,6 @@ guarded_open(const char *path, int flags, int mode)
 			    "an unfinished transaction in its -journal "
 			    "file), not a throttle state file; it was left "
 			    "untouched");
-		/* a file in WAL mode keeps no -journal (throttle's own
-		 * switches before it writes a page; an empty database it
-		 * adopts has one of its own while it gets its schema, and
-		 * while it is switched, journal_ours()): one there is
-		 * another program's, which SQLite would play back into it */
-		if (guard.cookie != 0 && (h[18] == 2 || h[19] == 2) &&
-		    journal_left(path) && !journal_ours(path))
-			return refuse_fd(fd, EACCES,
-			    "has a -journal file beside it that is not its "
-			    "own (a file in WAL mode keeps none), which "
-			    "SQLite would play back into it; the files were "
-			    "left untouched: move that -journal away");
 	} else if (geteuid() == 0 &&
 	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
 		return refuse_fd(fd, EACCES,
@@ -873,6 +858,18 @@ guarded_open(const char *path, int flags, int mode)
 		    "refuses to read it: remove it if no throttle is running",
 		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777),
 		    (long)guard.owner);
+	/* SQLite opens a -journal beside a file in WAL mode only to play it
+	 * back, before it reads the WAL.  Such a file keeps none (throttle's
+	 * own switches before it writes a page; an empty database it adopts
+	 * has one of its own while it gets its schema, and while it is
+	 * switched): one there is another program's (journal_foreign()). */
+	if (strcmp(suffix, "-journal") == 0 && guard.cookie != 0 && guard.wal &&
+	    journal_foreign(fd))
+		return refuse_fd(fd, EACCES,
+		    "has a -journal file beside it that is not its own (a "
+		    "file in WAL mode keeps none), which SQLite would play "
+		    "back into it; the files were left untouched: move that "
+		    "-journal away");
 	if (strcmp(suffix, "-shm") == 0) { /* see shm_ftruncate() */
 		guard.shm_dev = sb.st_dev;
 		guard.shm_ino = sb.st_ino;
