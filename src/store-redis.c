@@ -376,6 +376,15 @@ set_tmo(struct rs *rs, redisContext *c, int64_t t)
 	rs->tmo = t;
 }
 
+/* c's socket timeout as t us, give or take 10ms: no system call for
+ * most replies, whose time left is what bound_time() set. */
+static void
+keep_tmo(struct rs *rs, redisContext *c, int64_t t)
+{
+	if (rs->tmo_c != c || t < rs->tmo - 10000 || t > rs->tmo + 10000)
+		set_tmo(rs, c, t);
+}
+
 /*
  * Wait for replies no longer than the decision has left of --lock-timeout
  * (nor than ?timeout=): a slow or stuck server costs a call its lock
@@ -425,10 +434,8 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 	if (r == NULL) {
 		/* the write too, within what is left */
 		left = by - clock_monotonic();
-		if (rs->reply_t > 0 &&
-		    (rs->tmo_c != c || left < rs->tmo - 10000 ||
-			left > rs->tmo + 10000))
-			set_tmo(rs, c, left > 1000 ? left : 1000);
+		if (rs->reply_t > 0)
+			keep_tmo(rs, c, left > 1000 ? left : 1000);
 		do {
 			if (redisBufferWrite(c, &done) == REDIS_ERR)
 				return REDIS_ERR;
@@ -443,11 +450,7 @@ get_reply(struct rs *rs, redisContext *c, redisReply **out)
 				errno = EAGAIN;
 				return REDIS_ERR;
 			}
-			/* the socket's timeout as what is left, give or take
-			 * 10ms (a system call saved on most replies) */
-			if (rs->tmo_c != c || left < rs->tmo - 10000 ||
-			    left > rs->tmo + 10000)
-				set_tmo(rs, c, left);
+			keep_tmo(rs, c, left);
 		}
 		if (redisBufferRead(c) == REDIS_ERR ||
 		    redisGetReplyFromReader(c, &r) == REDIS_ERR)
