@@ -236,7 +236,7 @@ set_slot() {
 			set +e
 			while [ ! -e "$TMP/stop" ]; do
 				s=$(date +%s%N)
-				"$THROTTLE" consume "$best" --limit 150/1d --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
+				"$THROTTLE" consume "$best" --limit 150/1d --lock-timeout 2s >/dev/null 2>>"$TMP/err.$w"
 				rc=$?
 				echo "$rc $((($(date +%s%N) - s) / 1000000))" >>"$TMP/calls"
 			done
@@ -257,8 +257,10 @@ set_slot() {
 	touch "$TMP/stop"
 	wait
 	# every call ended in time, with a decision or a store error
-	run awk '$1 != 0 && $1 != 1 && $1 != 3 || $2 > 4000' "$TMP/calls"
-	[ -z "$output" ] || { echo "$output"; return 1; }
+	# (a hang is a call far past its 2s: the 3s more are for a process
+	# start and exit on a loaded machine, under ASan too)
+	run awk '$1 != 0 && $1 != 1 && $1 != 3 || $2 > 5000' "$TMP/calls"
+	[ -z "$output" ] || { echo "$output"; sort -u "$TMP"/err.* | head -5; return 1; }
 	allowed=$(grep -c '^0 ' "$TMP/calls")
 	echo "calls: $(wc -l <"$TMP/calls"), allowed: $allowed, redirections: $(moved)"
 	[ "$allowed" -le 150 ]

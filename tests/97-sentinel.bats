@@ -167,7 +167,7 @@ in_sync() {
 			set +e
 			while [ ! -e "$TMP/stop" ]; do
 				s=$(date +%s%N)
-				"$THROTTLE" consume f --limit 300/1d --lock-timeout 3s >/dev/null 2>>"$TMP/err.$w"
+				"$THROTTLE" consume f --limit 300/1d --lock-timeout 2s >/dev/null 2>>"$TMP/err.$w"
 				rc=$?
 				echo "$rc $((($(date +%s%N) - s) / 1000000))" >>"$TMP/calls"
 			done
@@ -179,8 +179,10 @@ in_sync() {
 	sleep 1
 	touch "$TMP/stop"
 	wait
-	run awk '$1 != 0 && $1 != 1 && $1 != 3 || $2 > 4000' "$TMP/calls"
-	[ -z "$output" ] || { echo "$output"; return 1; }
+	# (a hang is a call far past its 2s: the 3s more are for a process
+	# start and exit on a loaded machine, under ASan too)
+	run awk '$1 != 0 && $1 != 1 && $1 != 3 || $2 > 5000' "$TMP/calls"
+	[ -z "$output" ] || { echo "$output"; sort -u "$TMP"/err.* | head -5; return 1; }
 	allowed=$(grep -c '^0 ' "$TMP/calls")
 	failed=$(grep -c '^3 ' "$TMP/calls" || true)
 	echo "calls: $(wc -l <"$TMP/calls"), allowed: $allowed, failed: $failed"
