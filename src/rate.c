@@ -356,8 +356,9 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			output_human(t, sizeof(t), k->d.retry_after);
 			output_bound(m, sizeof(m), a->wait_max);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " throttled: the wait would be %s, more than "
-			    "--wait %s allows",
+			    " %s: the wait would be %s, more than --wait %s "
+			    "allows",
+			    k->lk.until > k->now ? "locked out" : "throttled",
 			    t, m);
 			return EXIT_REFUSED;
 		}

@@ -161,6 +161,12 @@ c lockout_after=never" ]
 		run --separate-stderr at 101 consume "w-$a" --limit 1/1h --lockout 1h --algorithm "$a"
 		run --separate-stderr at 101 consume "w-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
 		[ "$status" -eq 1 ]
+		[ "$stderr" = "throttle: w-$a locked out: the wait would be 1h, more than --wait 1s allows" ]
+		# a refusal past --wait that starts the lockout says so too
+		run --separate-stderr at 101 consume "v-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
+		run --separate-stderr at 101 consume "v-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
+		[ "$status" -eq 1 ]
+		[ "$stderr" = "throttle: v-$a locked out: the wait would be 1h, more than --wait 1s allows" ]
 		run --separate-stderr at 101 inspect "w-$a" --locked
 		[ "$status" -eq 0 ] || { echo "$a not locked"; return 1; }
 	done
