@@ -124,8 +124,16 @@ output_duration(char *buf, size_t len, int64_t us)
 	int w;
 
 	if (us % 1000 != 0) {
-		w = snprintf(buf, len, "%lld.%06llds",
-		    (long long)(us / US_PER_SEC), (long long)(us % US_PER_SEC));
+		int64_t f = us % US_PER_SEC;
+		int d = 6;
+
+		/* 59.9999s, not 59.999900s: as few digits as are exact */
+		while (f % 10 == 0) {
+			f /= 10;
+			d--;
+		}
+		w = snprintf(buf, len, "%lld.%0*llds",
+		    (long long)(us / US_PER_SEC), d, (long long)f);
 		return w < 0 ? 0 : (size_t)w;
 	}
 	for (u = duration_units; u->name != NULL && n < len; u++) {

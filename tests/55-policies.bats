@@ -305,6 +305,9 @@ placed() {
 	run --separate-stderr at 0 consume k --limit 1/1m --wait=59.999999s
 	[ "$status" -eq 1 ]
 	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 59.999999s allows" ]
+	# and with the digits given, not zeros added
+	run --separate-stderr at 0 consume k --limit 1/1m --wait=59.9999s
+	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 59.9999s allows" ]
 	run at 0 inspect k --format json
 	[ "$(field retry_after "$output")" = 60 ]
 	# a wait within MAX is taken
