@@ -152,6 +152,8 @@ struct rs {
 	int retries; /* this decision's lost races, for the backoff */
 	char *stalled; /* in a group: the server stopped answering, and
 			* why; the rest of the group meets it at once */
+	const char *wkey; /* the Redis key of the reply being read, for a */
+	size_t wklen; /* WRONGTYPE's message; or NULL */
 };
 
 static void
@@ -300,6 +302,14 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 	else if (rs->c->err)
 		set_err(rs, "%s: %s (is the server up and reachable?)", what,
 		    rs->c->errstr[0] ? rs->c->errstr : strerror(errno));
+	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "WRONGTYPE", 9) == 0 && rs->wkey != NULL)
+		set_err(rs,
+		    "%s: the key '%.*s' holds something throttle did not "
+		    "write; use another ?prefix= than '%s', or remove that "
+		    "key if nothing else needs it",
+		    what, (int)(rs->wklen < 200 ? rs->wklen : 200), rs->wkey,
+		    rs->prefix);
 	else if (r != NULL && r->type == REDIS_REPLY_ERROR &&
 	    strncmp(r->str, "WRONGTYPE", 9) == 0)
 		set_err(rs,
@@ -1094,9 +1104,14 @@ run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
 
 	for (;;) {
 		rs->redirect = 0;
+		rs->wkey = rkey; /* a WRONGTYPE is of this key */
+		rs->wklen = rlen;
+		r = NULL;
 		if ((n = key_node(rs, rkey, rlen)) != -1 &&
-		    use_node(rs, n) != -1 &&
-		    (r = run(rs, what, argc, argv, len)) != NULL)
+		    use_node(rs, n) != -1)
+			r = run(rs, what, argc, argv, len);
+		rs->wkey = NULL;
+		if (r != NULL)
 			return r;
 		if (rs->unavailable && rs->redirect == 0)
 			rs->redirect = out_of_reach(rs);
@@ -1436,6 +1451,27 @@ skip_asking(struct rs *rs, const struct khash *h)
  * connection failed (no more replies will come); otherwise 0, with *ok
  * set to -1 (and the error set) if a reply was bad.
  */
+/* bad_reply() of h's read i, naming its key if it is not a hash (or a
+ * string) as throttle writes it. */
+static int
+bad_read(struct rs *rs, const struct khash *h, int i, const redisReply *r)
+{
+	char *k = NULL;
+	size_t n = 0;
+	int bad;
+
+	if (r != NULL && r->type == REDIS_REPLY_ERROR &&
+	    strncmp(r->str, "WRONGTYPE", 9) == 0) {
+		k = where_key(rs, h, i, &n);
+		rs->wkey = k;
+		rs->wklen = n;
+	}
+	bad = bad_reply(rs, r, "reading a key");
+	rs->wkey = NULL;
+	free(k);
+	return bad;
+}
+
 static int
 take_read(struct rs *rs, struct khash *h, int *ok)
 {
@@ -1465,7 +1501,7 @@ take_read(struct rs *rs, struct khash *h, int *ok)
 		if (skip_asking(rs, h) == -1 ||
 		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
-		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
+		if (*ok == 0 && bad_read(rs, h, i, r))
 			*ok = -1;
 		else if (*ok == 0)
 			*ok = take_reply(rs, h, r, i);
@@ -2143,10 +2179,20 @@ send:
 			} else {
 				size_t k;
 
-				for (k = 0; k < r->elements && ret == 0; k++)
+				for (k = 0; k < r->elements && ret == 0; k++) {
+					/* the policies' writes come last */
+					size_t q = k + (size_t)rs->nq;
+
+					if (q >= r->elements) {
+						q -= r->elements;
+						rs->wkey = rs->q[q].argv[1];
+						rs->wklen = rs->q[q].len[1];
+					}
 					if (bad_reply(rs, r->element[k],
 						"saving"))
 						ret = -1;
+					rs->wkey = NULL;
+				}
 			}
 		} else if (r->type == REDIS_REPLY_ERROR && ret == 0) {
 			/* refused while queueing: EXEC will abort */

@@ -232,8 +232,18 @@ while True:
 	rcli set 'throttle:{k}' hello >/dev/null
 	run --separate-stderr "$THROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"holds something throttle did not write"* ]]
+	[[ "$stderr" == *": reading a key: the key 'throttle:{k}' holds something throttle did not write; use another ?prefix= than 'throttle:', or remove that key if nothing else needs it" ]]
 	[ "$(rcli get 'throttle:{k}')" = hello ]
+	# the policies' hash too, read or written
+	rcli lpush 'throttle:policies' x >/dev/null
+	run --separate-stderr "$THROTTLE" policy set a --limit 1/1m
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *": saving: the key 'throttle:policies' holds something throttle did not write"* ]]
+	run --separate-stderr "$THROTTLE" policy list
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *": listing policies: the key 'throttle:policies' holds something throttle did not write"* ]]
+	[ "$(rcli lrange 'throttle:policies' 0 -1)" = x ]
+	rcli del 'throttle:policies' >/dev/null
 	rcli hset 'throttle:{j}' k0 "gcra 1 2 three" >/dev/null
 	run --separate-stderr "$THROTTLE" consume j --limit 1/1s
 	[ "$status" -eq 3 ]
