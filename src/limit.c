@@ -112,8 +112,9 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
  * every limit allows, the fewest units remaining, the longest retry, and
  * the binding limit's reset (so an answer's limit, period, retry_after
  * and reset_after are all of one limit).  Returns the binding limit: the
- * one that waits longest, or of those the one with the fewest remaining
- * (0 when n is 0).
+ * one that waits longest, of those the one with the fewest remaining, and
+ * of those the one longest from rest, so that the order the limits are
+ * written in changes nothing (0 when n is 0).
  */
 int
 limit_combine(const struct decision *ds, int n, struct decision *out)
@@ -133,7 +134,9 @@ limit_combine(const struct decision *ds, int n, struct decision *out)
 			out->remaining = ds[i].remaining;
 		if (ds[i].retry_after > ds[bind].retry_after ||
 		    (ds[i].retry_after == ds[bind].retry_after &&
-			ds[i].remaining < ds[bind].remaining))
+			(ds[i].remaining < ds[bind].remaining ||
+			    (ds[i].remaining == ds[bind].remaining &&
+				ds[i].reset_after > ds[bind].reset_after))))
 			bind = i;
 	}
 	if (n > 0)

@@ -210,6 +210,20 @@ load lib
 	[[ "$output" == *'{"limit":20,"period":3600,"burst":20,"allowed":false,"remaining":0,'* ]]
 }
 
+@test "compound limits: the answer is the same in either order, the later rest binding a tie" {
+	# after one unit both limits wait 0 with 0 left: the day's is
+	# the key's rest, whichever is written first
+	for l in '1/1m;1/1d' '1/1d;1/1m'; do
+		run at 0 consume "o$l" --limit "$l" --format json
+		[ "$(field reset_after "$output")" = 86400 ] || { echo "$l: $output"; return 1; }
+		[ "$(field period "$output")" = 86400 ]
+		run at 0 check "o$l" --limit "$l" --cost 0 --format json
+		[ "$(field reset_after "$output")" = 86400 ] || { echo "$l: $output"; return 1; }
+		run at 0 inspect "o$l" --format json
+		[ "$(field reset_after "$output")" = 86400 ] || { echo "$l: $output"; return 1; }
+	done
+}
+
 @test "compound limits: a refusal in another order keeps each state where it was found" {
 	at 2000 consume k --limit '10/1h;2/1s' --cost 2
 	# the clock 1000s back: the 2/1s state is moved back to it (its

@@ -175,6 +175,23 @@ combine(void)
 	    "allowed by all: the fewest remaining binds");
 	CHECK(limit_combine(ds, 0, &d) == 0 && d.allowed && d.remaining == 0,
 	    "no limits: allowed, nothing remaining");
+	/* 1/1m;1/1d after one unit: both wait 0 with 0 left, in either
+	 * order the day's (later at rest) binds */
+	{
+		struct decision two[2] = {
+			{ 1, 0, 0, 60 * S },
+			{ 1, 0, 0, 86400 * S },
+		};
+
+		CHECK(limit_combine(two, 2, &d) == 1 &&
+			d.reset_after == 86400 * S,
+		    "a tie on wait and remaining: the later rest binds");
+		two[0].reset_after = 86400 * S;
+		two[1].reset_after = 60 * S;
+		CHECK(limit_combine(two, 2, &d) == 0 &&
+			d.reset_after == 86400 * S,
+		    "and so in the other order");
+	}
 }
 
 static void
