@@ -218,6 +218,22 @@ keystate_decide(struct keywork *k, int64_t at, int64_t cost)
 }
 
 /*
+ * Whether every limit's next state is one a load reads back: a
+ * reservation far off (years of waiters stacked, a refill of millennia)
+ * could put its times past what a state may hold.
+ */
+int
+keystate_storable(const struct keywork *k)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		if (k->w[i].lim.algo->valid(&k->w[i].lim, &k->w[i].next) == -1)
+			return 0;
+	return 1;
+}
+
+/*
  * A refused request charges no limit: each limit that would have allowed
  * it alone is shown as it stands (decided at cost 0), as a refused single
  * limit is, not as if charged.  Then combine again.

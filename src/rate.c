@@ -141,8 +141,11 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		/* the first instant every limit allows it */
 		wait = d->retry_after;
 		keystate_decide(k, t + wait, a->cost);
-		d->retry_after = wait;
-		t += wait;
+		if (keystate_storable(k)) {
+			d->retry_after = wait;
+			t += wait;
+		} else /* too far off for a state to hold: refused now */
+			keystate_decide(k, t, a->cost);
 	}
 	if (!d->allowed && !locked && k->n > 1)
 		keystate_refused(k, t); /* nothing was charged */

@@ -586,6 +586,7 @@ int keystate_load(struct ctx *, struct keywork *, const struct limit *, int,
 void keystate_carry(struct keywork *, int64_t);
 void keystate_decide(struct keywork *, int64_t, int64_t);
 void keystate_combine(struct keywork *);
+int keystate_storable(const struct keywork *);
 void keystate_refused(struct keywork *, int64_t);
 #define SAVE_CHARGED 0 /* what the decision took (or release gave back) */
 #define SAVE_MOVED 1 /* only states moved back to the clock, uncharged */

@@ -307,6 +307,19 @@ placed() {
 	[ "$(field reset_after "$output")" = 1 ] || { echo "$output"; return 1; }
 }
 
+@test "--wait: a reservation too far off for a state to hold is not made, and the key stays usable" {
+	# a refill of 145,000 years: reserving it would store a time past
+	# what a state may hold, and every later call would fail
+	at 1000 consume k --limit 1/1d --burst 53000000 --cost 53000000
+	THROTTLE_NOW=1000 timeout 0.5 "$THROTTLE" consume k --limit 1/1d --burst 53000000 --cost 53000000 --wait 2>/dev/null || true
+	run --separate-stderr at 1000 check k --limit 1/1d --burst 53000000 --cost 0
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
+	run --separate-stderr at 1000 consume k --limit 5/1m
+	[ "$status" -eq 1 ] || { echo "$status $stderr"; return 1; }
+	run at 1000 verify
+	[ "$status" -eq 0 ]
+}
+
 @test "--wait=MAX refuses at once when the wait would be longer" {
 	at 0 consume k --limit 1/1m
 	start=$(date +%s%N)
