@@ -20,10 +20,12 @@ _throttle_keys()
 	db=${db#[\"\']}
 	db=${db%[\"\']}
 	[[ $db == "~/"* ]] && db=$HOME/${db#"~/"}
+	# names one a line whatever THROTTLE_FORMAT says, and a store that
+	# does not answer costs a TAB a second, not --lock-timeout's 5
 	if [[ -n $db ]]; then
-		throttle --db "$db" inspect --names 2>/dev/null
+		throttle --db "$db" --format text --lock-timeout 1s inspect --names 2>/dev/null
 	else
-		throttle inspect --names 2>/dev/null
+		throttle --format text --lock-timeout 1s inspect --names 2>/dev/null
 	fi
 }
 
@@ -41,21 +43,39 @@ _throttle()
 	cur=${words[${#words[@]} - 1]}
 	prev=${words[${#words[@]} - 2]}
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
-	local global="--db --format --quiet -q --lock-timeout --on-error --help --version"
+	local global="--db --format --quiet -q --lock-timeout --on-error --help -h --version"
 	local rate="--limit --burst --algorithm --granularity --cost"
 	local lease="--concurrency --ttl --priority --reserve"
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" ci=0 dd=0 w i
 
-	case $prev in
-	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")); return ;;
-	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")); return ;;
-	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")); return ;;
-	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")); return ;;
-	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")); return ;;
-	--db) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout) return ;;
+	# --opt=value: the value completes as after --opt (readline breaks
+	# the word at '=', so the reply is the value alone)
+	local opt=$prev eq="" word=$cur
+	if [[ $cur == --*=* ]]; then
+		opt=${cur%%=*}
+		cur=${cur#*=}
+		[[ $COMP_WORDBREAKS == *=* ]] || eq=$opt=
+	fi
+	case $opt in
+	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")) ;;
+	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")) ;;
+	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")) ;;
+	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")) ;;
+	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")) ;;
+	--lockout) COMPREPLY=($(compgen -W "never" -- "$cur")) ;;
+	--db)
+		# file names as files: a space kept in one, a / after a folder
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+		;;
+	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) ;;
+	*) opt="" cur=$word ;;
 	esac
+	if [[ -n $opt ]]; then
+		[[ -n $eq ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq}")
+		return
+	fi
 	local valued="--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout"
 	for ((i = 1; i < ${#words[@]} - 1; i++)); do
 		w=${words[i]}
@@ -151,9 +171,13 @@ _throttle_offer_keys()
 		[[ $k == "$cur"* ]] && COMPREPLY+=("$k")
 	done < <(_throttle_keys)
 	for i in "${!COMPREPLY[@]}"; do
-		# readline replaces only what follows the last ':'
-		if [[ $cur == *:* && $COMP_WORDBREAKS == *:* ]]; then
-			COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*:}"}"}
+		# readline replaces only what follows the last ':' or '='
+		# (word breaks): offer that part alone
+		local brk=""
+		[[ $COMP_WORDBREAKS == *:* ]] && brk+=":"
+		[[ $COMP_WORDBREAKS == *=* ]] && brk+="="
+		if [[ -n $brk && $cur == *[$brk]* ]]; then
+			COMPREPLY[i]=${COMPREPLY[i]#"${cur%"${cur##*[$brk]}"}"}
 		fi
 		# a key with a space or a shell character is one word, as the
 		# shell reads it back

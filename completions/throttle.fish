@@ -21,11 +21,13 @@ function __throttle_keys
 		end
 		set i (math $i + 1)
 	end
-	# a key that begins with - only after --, where it is no option
+	# names one a line whatever THROTTLE_FORMAT says, and a store that
+	# does not answer costs a TAB a second, not --lock-timeout's 5; a
+	# key that begins with - only after --, where it is no option
 	if contains -- -- $toks
-		throttle $db inspect --names 2>/dev/null
+		throttle $db --format text --lock-timeout 1s inspect --names 2>/dev/null
 	else
-		throttle $db inspect --names 2>/dev/null | string match -v -- '-*'
+		throttle $db --format text --lock-timeout 1s inspect --names 2>/dev/null | string match -v -- '-*'
 	end
 end
 
@@ -85,7 +87,7 @@ complete -c throttle -n "__fish_seen_subcommand_from inspect" -l locked -d 'only
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a batch -d 'answer requests read one per line from stdin'
 complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
 complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'
-complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -d 'once refused, stay refused this long'
+complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -a never -d 'once refused, stay refused this long'
 complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
 complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
 complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew shed" -a '(__throttle_keys)'
@@ -110,7 +112,7 @@ complete -c throttle -l format -x -a 'text json shell' -d 'output format'
 complete -c throttle -s q -l quiet -d 'no message when throttled, no summary'
 complete -c throttle -l lock-timeout -x -d 'how long to wait for the lock'
 complete -c throttle -l on-error -x -a 'fail allow deny' -d 'what a store error becomes'
-complete -c throttle -l help -d 'show help'
+complete -c throttle -s h -l help -d 'show help'
 complete -c throttle -l version -d 'show the version'
 complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l limit -x -d 'N units per PERIOD'
 complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l burst -x -d 'units that may be taken at once'

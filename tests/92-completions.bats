@@ -64,6 +64,20 @@ check_all_four() {
 	[ "$(echo $output)" = "fixed-window gcra hybrid sliding-window token-bucket" ] || { echo "$shell: algorithms: $output"; return 1; }
 	run "${shell}_offers" "throttle consume lo"
 	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys: $output"; return 1; }
+	# THROTTLE_FORMAT is the user's for their scripts: keys still come
+	THROTTLE_FORMAT=shell run "${shell}_offers" "throttle consume lo"
+	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys, THROTTLE_FORMAT=shell: $output"; return 1; }
+	run "${shell}_offers" "throttle consume k --lockout "
+	[ "$(echo $output)" = "never" ] || { echo "$shell: --lockout: $output"; return 1; }
+	# each command is offered only the options it takes
+	run "${shell}_offers" "throttle check k --w"
+	[ -z "$output" ] || { echo "$shell: check --w: $output"; return 1; }
+	run "${shell}_offers" "throttle acquire k --w"
+	[ "$output" = "--wait" ] || { echo "$shell: acquire --w: $output"; return 1; }
+	run "${shell}_offers" "throttle release k --lo"
+	[ "$output" = "--lock-timeout" ] || { echo "$shell: release --lo: $output"; return 1; }
+	run "${shell}_offers" "throttle policy set login --c"
+	[ "$output" = "--concurrency" ] || { echo "$shell: policy set --c: $output"; return 1; }
 }
 
 # check_more SHELL COLON: keys holding ':' (bash offers what follows the
@@ -107,12 +121,8 @@ check_more() {
 	check_all_four bash
 	check_more bash alice
 	# each command is offered the options it takes, once
-	run bash_offers "throttle check k --w"
-	[ "$output" = "" ]
 	run bash_offers "throttle run k --"
 	[ "$(printf '%s\n' "$output" | grep -c -- '^--wait$')" -eq 1 ]
-	run bash_offers "throttle release k --lo"
-	[ "$output" = "--lock-timeout" ]
 	# a key with a space or a '$' comes back as one word, quoted
 	throttle consume 'alice smith' --limit 1/1h
 	throttle consume 'x$HOME' --limit 1/1h
@@ -126,6 +136,19 @@ check_more() {
 	[ "$output" = 'back\\slash' ]
 	run bash_offers "throttle acquire k --priority "
 	[ "$(echo $output)" = "critical high low normal" ]
+	# readline breaks words at '=' as at ':': what follows the last
+	throttle consume user=bob --limit 1/1h
+	run bash_offers "throttle consume user=b"
+	[ "$output" = "bob" ]
+	run bash_offers "throttle --format=j"
+	[ "$output" = "json" ]
+	run bash_offers "throttle consume k --wait=5"
+	[ -z "$output" ]
+	# a --db name with a space is one, and a folder is offered as one
+	mkdir "$TMP/my dir"
+	: >"$TMP/my dir/x.db"
+	run bash_offers "throttle --db $TMP/my"
+	[ "$output" = "$TMP/my dir" ]
 }
 
 @test "zsh completes commands, options, values and keys" {
@@ -141,4 +164,30 @@ check_more() {
 	# a command word being typed that begins with -- is no error
 	run fish -c "source $ROOT/completions/throttle.fish; complete -C'throttle run k -- --'"
 	[[ "$output" != *"requires an argument"* && "$output" != *"Invalid"* ]]
+}
+
+@test "a store that does not answer costs a TAB about a second, in every shell" {
+	command -v python3 >/dev/null || skip "needs python3 for a server that never answers"
+	# a port that takes connections and never replies
+	python3 -c 'import socket, sys, time
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(64)
+open(sys.argv[1], "w").write(str(s.getsockname()[1]))
+time.sleep(600)' "$TMP/port" 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -s "$TMP/port" ] && break; sleep 0.1; done
+	export THROTTLE_DB="redis://127.0.0.1:$(cat "$TMP/port")"
+	for shell in bash zsh fish; do
+		case $shell in
+		bash) [ -f /usr/share/bash-completion/bash_completion ] || continue ;;
+		*) command -v "$shell" >/dev/null || continue ;;
+		esac
+		t0=$(date +%s%N)
+		run "${shell}_offers" "throttle consume lo"
+		took=$((($(date +%s%N) - t0) / 1000000))
+		[ -z "$output" ] || { echo "$shell: $output"; return 1; }
+		# the shell's own start is in it too; --lock-timeout's 5s is not
+		[ "$took" -lt 3500 ] || { echo "$shell took $took ms"; return 1; }
+	done
 }
