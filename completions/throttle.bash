@@ -1,8 +1,8 @@
 # bash completion for throttle(1)
 
 # The keys of the store the line names: --db FILE or --db=FILE on the
-# line, else THROTTLE_DB=... before throttle on the line, else the
-# environment's.
+# line, else the environment's.  (bash takes a THROTTLE_DB=... before
+# throttle off the line it gives a completion: it cannot be seen here.)
 _throttle_keys()
 {
 	local db="" w i
@@ -14,9 +14,6 @@ _throttle_keys()
 		--db=*) db=${w#--db=} ;;
 		esac
 	done
-	if [[ -z $db && $COMP_LINE =~ (^|[[:space:]])THROTTLE_DB=([^[:space:]]+)[[:space:]] ]]; then
-		db=${BASH_REMATCH[2]}
-	fi
 	db=${db#[\"\']}
 	db=${db%[\"\']}
 	[[ $db == "~/"* ]] && db=$HOME/${db#"~/"}
@@ -36,10 +33,6 @@ _throttle()
 	local line=${COMP_LINE:0:COMP_POINT} words=() cur prev
 	read -ra words <<<"$line"
 	[[ -z $line || $line == *[[:space:]] ]] && words+=("")
-	# VAR=value before throttle (THROTTLE_DB=...): not the command word
-	while ((${#words[@]} > 2)) && [[ ${words[0]} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
-		words=("${words[@]:1}")
-	done
 	cur=${words[${#words[@]} - 1]}
 	prev=${words[${#words[@]} - 2]}
 	local commands="consume check release inspect reset acquire renew run shed policy gc verify batch help"
@@ -76,11 +69,13 @@ _throttle()
 		[[ -n $eq ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq}")
 		return
 	fi
+	# options that take the next word (--wait: when it is a duration)
 	local valued="--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout"
 	for ((i = 1; i < ${#words[@]} - 1; i++)); do
 		w=${words[i]}
 		case $w in
 		--) break ;;
+		--wait) [[ ${words[i + 1]} =~ ^[0-9][0-9.]*[a-z]*$ ]] && ((i++)) ;;
 		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
 		*) cmd=$w ci=$i; break ;;
 		esac
@@ -92,6 +87,7 @@ _throttle()
 		w=${words[i]}
 		case $w in
 		--) dd=$i; break ;;
+		--wait) [[ ${words[i + 1]} =~ ^[0-9][0-9.]*[a-z]*$ ]] && ((i++)) ;;
 		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
 		*) haskey=1 ;;
 		esac
@@ -152,10 +148,11 @@ _throttle()
 	fi
 	case $cmd in
 	"") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-	help) COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
+	# one command, one key: none more once it is there
+	help) ((haskey)) || COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
 	policy) [[ $prev == policy ]] && COMPREPLY=($(compgen -W "set list show delete" -- "$cur")) ;;
 	gc | verify | batch) ;;
-	*) _throttle_offer_keys "$cur" 0 ;;
+	*) ((haskey)) || _throttle_offer_keys "$cur" 0 ;;
 	esac
 }
 

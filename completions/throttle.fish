@@ -44,6 +44,12 @@ function __throttle_run_command_at
 		switch $toks[$j]
 			case --db --format --lock-timeout --on-error --limit --burst --algorithm --granularity --cost --lockout --concurrency --ttl --owner --priority --reserve --conflict-exit-code
 				set j (math $j + 1)
+			case --wait
+				# its bound, when the next word is a duration
+				set -l n (math $j + 1)
+				if test $n -lt $i; and string match -qr '^[0-9][0-9.]*[a-z]*$' -- $toks[$n]
+					set j $n
+				end
 			case '-*'
 			case '*'
 				set haskey 1

@@ -39,9 +39,16 @@ bash_offers() {
 			done
 			[[ -n $w || ${#COMP_WORDS[@]} -eq 0 || $w == "${blank[-1]}" ]] && COMP_WORDS+=("$w")
 		done
+		# bash gives a completion the line without the VAR=value
+		# words before the command
+		line=$1
+		while [[ $line =~ ^[A-Za-z_][A-Za-z0-9_]*=[^[:space:]]*[[:space:]]+(.*)$ ]]; do
+			line=${BASH_REMATCH[1]}
+			COMP_WORDS=("${COMP_WORDS[@]:1}")
+		done
 		COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
-		COMP_LINE=$1
-		COMP_POINT=${#1}
+		COMP_LINE=$line
+		COMP_POINT=${#line}
 		_throttle
 		printf "%s\n" "${COMPREPLY[@]}" | sort' "$ROOT/completions/throttle.bash" "$1"
 }
@@ -98,8 +105,11 @@ check_more() {
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
 	run "${shell}_offers" "throttle consume --db=$TMP/other.db el"
 	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db=: $output"; return 1; }
-	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle consume el"
-	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
+	# (bash takes the VAR=value off the line it gives a completion)
+	if [ "$shell" != bash ]; then
+		run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle consume el"
+		[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
+	fi
 	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle con"
 	[ "$(echo $output)" = "consume" ] || { echo "$shell: THROTTLE_DB= command: $output"; return 1; }
 	# a key that begins with - is offered only after --, where it is no
@@ -111,6 +121,11 @@ check_more() {
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: run -- KEY: $output"; return 1; }
+	# --wait's bound is no key: run [options] -- KEY -- COMMAND
+	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- lo"
+	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1m -- KEY: $output"; return 1; }
+	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- kk -- tru"
+	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: run --wait 1m -- KEY -- : $output"; return 1; }
 	# a plain key in run's -- KEY -- form: the command after the second
 	run "${shell}_offers" "throttle run --concurrency 1 -- k -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: run -- KEY -- : $output"; return 1; }
@@ -123,6 +138,15 @@ check_more() {
 	# each command is offered the options it takes, once
 	run bash_offers "throttle run k --"
 	[ "$(printf '%s\n' "$output" | grep -c -- '^--wait$')" -eq 1 ]
+	# one key, one command to help with: no second offered
+	run bash_offers "throttle consume login:alice "
+	[ -z "$output" ]
+	run bash_offers "throttle reset k --limit 1/1h "
+	[ -z "$output" ]
+	run bash_offers "throttle help consume "
+	[ -z "$output" ]
+	run bash_offers "throttle consume --limit 1/1h "
+	[[ "$output" == *login:alice* ]]
 	# a key with a space or a '$' comes back as one word, quoted
 	throttle consume 'alice smith' --limit 1/1h
 	throttle consume 'x$HOME' --limit 1/1h
