@@ -132,10 +132,11 @@ next_line(struct reader *r, int block, long *lineno)
 			/* the rest of a line too long to answer */
 			r->off =
 			    nl != NULL ? (size_t)(nl - r->buf) + 1 : r->len;
-			if (nl != NULL)
+			if (nl != NULL || r->eof) {
+				/* its end: at EOF too, or it spins */
 				r->skip = 0;
-			if (nl != NULL || r->eof)
 				continue;
+			}
 		} else if ((nl != NULL ? (size_t)(nl - (r->buf + r->off))
 				       : r->len - r->off) > LINE_MAX_BYTES) {
 			/* too long to answer: skip it, through its newline */

@@ -199,6 +199,17 @@ load lib
 	[ "$(wc -l <out)" -eq 2 ]
 	[[ "$(sed -n 1p out)" == *"too long"* ]]
 	[ "$(sed -n 2p out | jget allowed)" = true ]
+	# one too long as the input's last line, with no newline: answered,
+	# and the batch ends (it spun at 100% CPU for good)
+	{
+		echo "consume k2 --limit 1/1s"
+		head -c 1048577 /dev/zero | tr '\0' x
+	} >in
+	run --separate-stderr timeout 20 "$THROTTLE" batch <in
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 2 ]
+	[[ "${lines[0]}" == *'"allowed":true'* ]]
+	[[ "${lines[1]}" == *"too long"* ]]
 }
 
 @test "batch: several batches on one file never admit more than the limit" {
