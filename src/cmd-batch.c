@@ -273,10 +273,14 @@ refused_here(const struct args *a)
 	for (i = 0; i < a->ngiven; i++) {
 		const char *n = args_option_name(a->given[i]);
 
+		/* (a request's --on-error deny under a batch's allow
+		 * would fail open unsaid: refused, as the others) */
 		if (strcmp(n, "db") == 0 || strcmp(n, "format") == 0 ||
-		    strcmp(n, "lock-timeout") == 0)
-			return "takes --db, --format and --lock-timeout once, "
-			       "on the batch command, not per request";
+		    strcmp(n, "lock-timeout") == 0 ||
+		    strcmp(n, "on-error") == 0 || strcmp(n, "quiet") == 0)
+			return "takes --db, --format, --lock-timeout, "
+			       "--on-error and -q once, on the batch command, "
+			       "not per request";
 	}
 	if (a->has_wait)
 		return "cannot --wait in a batch: a request would hold up "

@@ -64,25 +64,30 @@ load lib
 		run k --limit 1/1s -- true
 		consume k --limit 1/1s --wait
 		consume k --limit 1/1s --db elsewhere.db
+		consume k --limit 1/1s --on-error deny
+		consume k --limit 1/1s -q
 		consume k --limit 1/1s --cost 5
 		consume nolimit
 		inspect
 		consume k --limit 1/1s
 	EOF
 	[ "$status" -eq 0 ]
-	[ "${#lines[@]}" -eq 9 ]
-	for n in 0 1 2 3 4 5 6 7; do
+	[ "${#lines[@]}" -eq 11 ]
+	for n in 0 1 2 3 4 5 6 7 8 9; do
 		[ "$(field exit "${lines[$n]}")" = 2 ]
 	done
 	[[ "${lines[0]}" == *"not closed"* ]]
 	[[ "${lines[1]}" == *"frobnicate: unknown command"* ]]
 	[[ "${lines[2]}" == *"run is not a batch request"* ]]
 	[[ "${lines[3]}" == *"cannot --wait in a batch"* ]]
-	[[ "${lines[4]}" == *"--db, --format and --lock-timeout once"* ]]
-	[[ "${lines[5]}" == *"--cost: 5 is more than the burst"* ]]
-	[[ "${lines[6]}" == *"no limit for this key"* ]]
-	[[ "${lines[7]}" == *"give the key"* ]]
-	[ "$(field allowed "${lines[8]}")" = true ]
+	[[ "${lines[4]}" == *"--db, --format, --lock-timeout, --on-error and -q once"* ]]
+	# a request's --on-error or -q would be ignored: refused as well
+	[[ "${lines[5]}" == *"--on-error and -q once, on the batch command"* ]]
+	[[ "${lines[6]}" == *"--on-error and -q once, on the batch command"* ]]
+	[[ "${lines[7]}" == *"--cost: 5 is more than the burst"* ]]
+	[[ "${lines[8]}" == *"no limit for this key"* ]]
+	[[ "${lines[9]}" == *"give the key"* ]]
+	[ "$(field allowed "${lines[10]}")" = true ]
 	# and every one of them is said on stderr, with its line number
 	[[ "$stderr" == *"batch: line 2: frobnicate: unknown command"* ]]
 	[ ! -e elsewhere.db ]
