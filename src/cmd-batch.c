@@ -358,7 +358,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	struct ctx c;
 	struct answer ans;
 	long start, end;
-	int n, rc, i;
+	int n, rc;
 
 	n = parse_words(line, words + 1, WORDS_MAX, &err);
 	if (n == 0)
@@ -413,10 +413,11 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		reply_error(g, a.key ? a.key : "", a.keylen,
 		    ans.msg_kind != MSG_NONE ? ans.msg : NULL, rc);
 	else {
+		/* one line, whatever the records (inspect KEY: its leases
+		 * and shedder too): a reader takes a line a request */
 		start = ftell(mem);
-		for (i = 0; i < ans.nrec; i++)
-			output_json(mem, ans.rec[i],
-			    i + 1 == ans.nrec ? rc : -1);
+		output_json_one(mem, (const struct record *const *)ans.rec,
+		    ans.nrec, rc);
 		if (fflush(mem) == EOF || (end = ftell(mem)) < start) {
 			log_msg("batch: out of memory");
 			exit(EXIT_STATE);

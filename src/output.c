@@ -412,14 +412,36 @@ json_members(struct jline *j, const struct record *r)
 void
 output_json(FILE *fp, const struct record *r, int rc)
 {
+	output_json_one(fp, &r, 1, rc);
+}
+
+/*
+ * A batch's answer to one request, one line however many records it has
+ * (inspect KEY: its limits, each lease, its shedder): the first record's
+ * object, the others in its array "more", then "exit":rc if rc >= 0.
+ */
+void
+output_json_one(FILE *fp, const struct record *const *r, int n, int rc)
+{
 	struct jline j;
+	int i, any = r[0]->nf > 0;
 
 	j.fp = fp;
 	j.n = 0;
 	jl_put(&j, "{", 1);
-	json_members(&j, r);
+	json_members(&j, r[0]);
+	if (n > 1) {
+		jl_str(&j, any ? ",\"more\":[" : "\"more\":[");
+		for (i = 1; i < n; i++) {
+			jl_put(&j, i > 1 ? ",{" : "{", i > 1 ? 2 : 1);
+			json_members(&j, r[i]);
+			jl_put(&j, "}", 1);
+		}
+		jl_put(&j, "]", 1);
+		any = 1;
+	}
 	if (rc >= 0) {
-		jl_str(&j, r->nf > 0 ? ",\"exit\":" : "\"exit\":");
+		jl_str(&j, any ? ",\"exit\":" : "\"exit\":");
 		jl_int(&j, rc);
 	}
 	jl_put(&j, "}\n", 2);

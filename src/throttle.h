@@ -639,6 +639,7 @@ void output_check(FILE *);
 int output_failed(void);
 void output_answer(const struct ctx *, struct answer *);
 void output_json(FILE *, const struct record *, int);
+void output_json_one(FILE *, const struct record *const *, int, int);
 
 /* parse.c */
 struct duration_unit {

@@ -217,6 +217,27 @@ load lib
 	[[ "${lines[1]}" == *"too long"* ]]
 }
 
+@test "batch: inspect KEY is one line however many records the key has" {
+	at 100 consume k --limit 5/1m
+	at 100 acquire k --concurrency 3 --ttl 1h >/dev/null
+	at 100 acquire k --concurrency 3 --ttl 1h >/dev/null
+	run --separate-stderr at 100 batch <<-'EOF'
+		inspect k
+		consume k --limit 5/1m
+	EOF
+	[ "$status" -eq 0 ]
+	# a reader taking a line a request stays in step
+	[ "${#lines[@]}" -eq 2 ]
+	[ "$(field remaining "${lines[0]}")" = 4 ]
+	[[ "${lines[0]}" == *'"more":[{"key":"k","lease":'*'},{"key":"k","lease":'*'}],"exit":0}' ]]
+	[ "$(field remaining "${lines[1]}")" = 3 ]
+	# a key with one record answers as inspect --format json does
+	run --separate-stderr at 100 batch <<<"inspect j"
+	at 100 consume j --limit 5/1m
+	run --separate-stderr at 100 batch <<<"inspect j"
+	[ "$output" = "$(at 100 inspect j --format json | sed 's/}$/,"exit":0}/')" ]
+}
+
 @test "batch: several batches on one file never admit more than the limit" {
 	for w in 1 2 3 4; do
 		for n in $(seq 200); do echo "consume shared --limit 300/1h"; done >"in$w"
