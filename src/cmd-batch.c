@@ -69,6 +69,8 @@ struct reply {
 	char *key; /* for an error line if the group fails */
 	size_t keylen;
 	int rc;
+	char *fb; /* under --on-error allow|deny: the members of the answer */
+	size_t fblen; /* a store error gets (but its error), or NULL */
 };
 
 /* A line read and not yet decided. */
@@ -218,6 +220,41 @@ add_reply(struct group *g, char *text, size_t len, const char *key,
 	a->keylen = keylen;
 	a->key = dup_bytes(key, keylen);
 	a->rc = rc;
+	a->fb = NULL;
+	a->fblen = 0;
+}
+
+/*
+ * Under --on-error allow|deny: the group's last reply keeps what its
+ * request would answer if the group's commit failed, as a single call
+ * answers a store error (allowed, the limit's fields), but for the error,
+ * which the commit's failure gives: the members alone, in a->fb.
+ */
+static void
+keep_fallback(struct group *g, const struct ctx *c, const struct args *a,
+    FILE *mem, char **membuf)
+{
+	struct reply *r = &g->a[g->n - 1];
+	struct answer f;
+	long start, end;
+
+	if (c->on_error == ON_ERROR_FAIL)
+		return;
+	answer_init(&f);
+	ctx_fail_answer(c, a, &f);
+	if (f.nrec == 1 && f.rec[0]->nf > 1) {
+		f.rec[0]->nf--; /* "error": the commit's, at its failure */
+		start = ftell(mem);
+		output_json(mem, f.rec[0], -1);
+		/* without the braces and the newline */
+		if (fflush(mem) == EOF || (end = ftell(mem)) < start + 3) {
+			log_msg("batch: out of memory");
+			exit(EXIT_STATE);
+		}
+		r->fblen = (size_t)(end - start - 3);
+		r->fb = dup_bytes(*membuf + start + 1, r->fblen);
+	}
+	answer_free(&f);
 }
 
 /*
@@ -424,6 +461,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		}
 		add_reply(g, dup_bytes(*membuf + start, (size_t)(end - start)),
 		    (size_t)(end - start), a.key ? a.key : "", a.keylen, rc);
+		keep_fallback(g, &c, &a, mem, membuf);
 	}
 	answer_free(&ans);
 	args_free(&a);
@@ -438,6 +476,7 @@ drop_replies(struct group *g)
 	for (i = 0; i < g->n; i++) {
 		free(g->a[i].text);
 		free(g->a[i].key);
+		free(g->a[i].fb);
 	}
 	g->n = 0;
 	rewind(g->notes);
@@ -507,7 +546,8 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 	}
 	if (!committed) {
 		said_again(g);
-		log_msg("%s; none of the last %d requests was kept", msg, g->n);
+		log_msg("%s; none of the last %d requests was kept%s", msg,
+		    g->n, ctx_state_note(c));
 		free(g->said);
 		g->said = NULL;
 	}
@@ -517,10 +557,16 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		if (committed || a->rc == EXIT_USAGE) {
 			fwrite(a->text, 1, a->len, stdout);
 			rc = a->rc;
-		} else {
-			rc = ctx_map(c, EXIT_STATE);
+		} else if ((rc = ctx_map(c, EXIT_STATE)) != EXIT_STATE &&
+		    a->fb != NULL) {
+			/* as a single call answers a store error */
+			fputc('{', stdout);
+			fwrite(a->fb, 1, a->fblen, stdout);
+			fputs(",\"error\":", stdout);
+			escape_json(stdout, msg, strlen(msg));
+			fprintf(stdout, ",\"exit\":%d}\n", rc);
+		} else
 			error_line(stdout, a->key, a->keylen, msg, rc);
-		}
 		if (rc == EXIT_STATE)
 			*state_failed = 1;
 		output_check(stdout);
