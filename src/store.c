@@ -80,7 +80,8 @@ struct store {
 	int64_t pol_read; /* monotonic */
 	struct pol {
 		char *name, *opts;
-	} * pol;
+		size_t namelen;
+	} * pol; /* sorted by name (pol_cmp()) */
 	int npol, cappol;
 };
 
@@ -1084,6 +1085,7 @@ keep_policy(void *arg, const char *key, size_t keylen, int kind, const char *id,
 	st->pol[st->npol].name = xmalloc(keylen + 1);
 	memcpy(st->pol[st->npol].name, key, keylen);
 	st->pol[st->npol].name[keylen] = '\0';
+	st->pol[st->npol].namelen = keylen;
 	st->pol[st->npol].opts = xmalloc(len + 1);
 	memcpy(st->pol[st->npol].opts, data, len);
 	st->pol[st->npol].opts[len] = '\0';
@@ -1092,16 +1094,55 @@ keep_policy(void *arg, const char *key, size_t keylen, int kind, const char *id,
 	return 0;
 }
 
+/* Policies in the order of their names' bytes, a shorter name first. */
+static int
+pol_cmp_names(const char *a, size_t alen, const char *b, size_t blen)
+{
+	int c = memcmp(a, b, alen < blen ? alen : blen);
+
+	return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+static int
+pol_cmp(const void *a, const void *b)
+{
+	const struct pol *x = a, *y = b;
+
+	return pol_cmp_names(x->name, x->namelen, y->name, y->namelen);
+}
+
+/* The policy named name[0..len), or NULL: a binary search of st->pol. */
+static const struct pol *
+pol_find(const struct store *st, const char *name, size_t len)
+{
+	int lo = 0, hi = st->npol - 1, mid, c;
+
+	while (lo <= hi) {
+		mid = lo + (hi - lo) / 2;
+		c = pol_cmp_names(name, len, st->pol[mid].name,
+		    st->pol[mid].namelen);
+		if (c == 0)
+			return &st->pol[mid];
+		if (c < 0)
+			hi = mid - 1;
+		else
+			lo = mid + 1;
+	}
+	return NULL;
+}
+
 /*
  * In a group: the policies, read once a second at most (one query, one
  * round trip) for every group of a batch, then the first of names[] among
- * them, as store_policy_find() answers.
+ * them, as store_policy_find() answers: a binary search for each, so
+ * that thousands of policies cost a batch no more than a few.
  */
 static int
 group_policy(struct store *st, char *const *names, const size_t *lens, int n,
     char *name, struct policy_get *g)
 {
-	int i, j;
+	const struct pol *p;
+	int i;
 
 	/* a policy set while a batch runs applies within a second */
 	if (!st->pol_loaded || clock_monotonic() - st->pol_read > US_PER_SEC) {
@@ -1111,21 +1152,22 @@ group_policy(struct store *st, char *const *names, const size_t *lens, int n,
 			forget_policies(st);
 			return -1;
 		}
+		if (st->npol > 1)
+			qsort(st->pol, (size_t)st->npol, sizeof(*st->pol),
+			    pol_cmp);
 		st->pol_loaded = 1;
 		st->pol_read = clock_monotonic();
 	}
-	for (i = 0; i < n; i++)
-		for (j = 0; j < st->npol; j++) {
-			if (strlen(st->pol[j].name) != lens[i] ||
-			    memcmp(st->pol[j].name, names[i], lens[i]) != 0)
-				continue;
-			if (policy_one(g, REC_POLICY, "", 0, st->pol[j].opts,
-				strlen(st->pol[j].opts)) == -1)
-				return bad_policy(st);
-			memcpy(name, names[i], lens[i]);
-			name[lens[i]] = '\0';
-			return 1;
-		}
+	for (i = 0; i < n; i++) {
+		if ((p = pol_find(st, names[i], lens[i])) == NULL)
+			continue;
+		if (policy_one(g, REC_POLICY, "", 0, p->opts,
+			strlen(p->opts)) == -1)
+			return bad_policy(st);
+		memcpy(name, names[i], lens[i]);
+		name[lens[i]] = '\0';
+		return 1;
+	}
 	return 0;
 }
 

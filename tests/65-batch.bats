@@ -238,6 +238,25 @@ load lib
 	[ "$output" = "$(at 100 inspect j --format json | sed 's/}$/,"exit":0}/')" ]
 }
 
+@test "batch: among many policies, each key finds the one a single call finds" {
+	n=0
+	for p in a a:b a-b a:b:c b ab a:bb z; do
+		n=$((n + 1))
+		at 100 policy set "$p" --limit "$n/1h"
+	done
+	for i in $(seq 200); do at 100 policy set "q$i" --limit 7/1m; done
+	keys="a a:x a:b a:b:x a:b:c:d a-b a-b:x ab:c a:bb:c b:1 z zz q17:x q200"
+	for k in $keys; do printf 'check %s\n' "$k"; done >in
+	run --separate-stderr at 100 batch <in
+	i=0
+	for k in $keys; do
+		want=$(at 100 check "$k" --format json 2>/dev/null | jget limit)
+		got=$(printf '%s\n' "${lines[$i]}" | jget limit)
+		[ "$got" = "$want" ] || { echo "$k: batch $got, single $want: ${lines[$i]}"; return 1; }
+		i=$((i + 1))
+	done
+}
+
 @test "batch: several batches on one file never admit more than the limit" {
 	for w in 1 2 3 4; do
 		for n in $(seq 200); do echo "consume shared --limit 300/1h"; done >"in$w"
