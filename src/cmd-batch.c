@@ -44,6 +44,9 @@
 #define GROUP_QUIET_US 50000
 #define GROUP_GAP_US 500
 #define GROUP_MAX 10000
+/* and no more lines read ahead than this many bytes: 10,000 lines of
+ * 1 MiB would be 10 GB */
+#define GROUP_BYTES ((size_t)16 * 1024 * 1024)
 #define WAITING_EVERY 16 /* requests between looks for a waiting process */
 #define REMOTE_GROUP_MAX 500 /* a group read ahead, on a server (Redis) */
 #define WORDS_MAX 128
@@ -91,6 +94,7 @@ struct group {
 	int n, cap;
 	struct line *l;
 	int nl, capl;
+	size_t bytes; /* the lines' bytes */
 	FILE *notes; /* messages for stderr */
 	char *notebuf;
 	size_t notelen;
@@ -663,6 +667,7 @@ add_line(struct group *g, struct reader *r, const char *text, long lineno)
 	l = &g->l[g->nl++];
 	l->len = r->toolong ? 0 : r->linelen;
 	l->text = dup_bytes(text, l->len);
+	g->bytes += l->len;
 	l->lineno = lineno;
 	l->toolong = r->toolong;
 	r->toolong = 0;
@@ -674,8 +679,10 @@ drop_lines(struct group *g, int n)
 {
 	int i;
 
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		g->bytes -= g->l[i].len;
 		free(g->l[i].text);
+	}
 	memmove(g->l, g->l + n, (size_t)(g->nl - n) * sizeof(*g->l));
 	g->nl -= n;
 }
@@ -875,8 +882,8 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			if (!blank(&r, line))
 				add_line(&g, &r, line, lineno);
 		}
-		while (g.nl < GROUP_MAX && pending(&r) &&
-		    (line = next_line(&r, 0, &lineno)) != NULL)
+		while (g.nl < GROUP_MAX && g.bytes < GROUP_BYTES &&
+		    pending(&r) && (line = next_line(&r, 0, &lineno)) != NULL)
 			if (!blank(&r, line))
 				add_line(&g, &r, line, lineno);
 		if (g.nl == 0)
