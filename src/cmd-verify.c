@@ -14,7 +14,8 @@
 
 struct tally {
 	const struct args *a;
-	int64_t keys, leases;
+	int64_t keys, leases, policies;
+	char bad[KEY_MAX + 1]; /* a policy no command could use, or "" */
 	char last[KEY_MAX + 1]; /* the key of the last limit counted */
 	size_t lastlen;
 };
@@ -47,6 +48,20 @@ count_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
+/* A policy read as a key that uses it would read it. */
+static int
+check_policy(const char *name, const char *spec, void *arg)
+{
+	struct tally *t = arg;
+	char copy[POLICY_MAX];
+
+	t->policies++;
+	snprintf(copy, sizeof(copy), "%s", spec);
+	if (t->bad[0] == '\0' && policy_valid(copy) == -1)
+		snprintf(t->bad, sizeof(t->bad), "%s", name);
+	return 0;
+}
+
 static int
 verify_body(struct ctx *c, void *arg, struct answer *ans)
 {
@@ -55,7 +70,8 @@ verify_body(struct ctx *c, void *arg, struct answer *ans)
 
 	int rc;
 
-	t->keys = t->leases = 0;
+	t->keys = t->leases = t->policies = 0;
+	t->bad[0] = '\0';
 	if ((rc = store_verify(c->store, a->quick)) == -2) {
 		/* nothing to check is not a damaged store: exit 1 */
 		answer_say(ans, MSG_NOTICE, "%s", store_error(c->store));
@@ -63,15 +79,28 @@ verify_body(struct ctx *c, void *arg, struct answer *ans)
 		return -1;
 	}
 	if (rc == -1 || store_list(c->store, count_key, t) == -1 ||
-	    store_lease_list(c->store, NULL, 0, count_lease, t) == -1)
+	    store_lease_list(c->store, NULL, 0, count_lease, t) == -1 ||
+	    store_policy_list(c->store, check_policy, t) == -1)
 		return ctx_fail(c, ans);
+	if (t->bad[0] != '\0') {
+		char msg[STORE_ERR_MAX], *shown;
+
+		shown = escape_text_dup(t->bad, strlen(t->bad));
+		snprintf(msg, sizeof(msg),
+		    "%.1000s: the policy '%.200s' holds options this throttle "
+		    "cannot use (set the policy afresh with throttle policy "
+		    "set)",
+		    c->dbname, shown);
+		free(shown);
+		return answer_state(ans, msg);
+	}
 	return 0;
 }
 
 static void
 verify_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	struct tally t = { a, 0, 0, "", 0 };
+	struct tally t = { a, 0, 0, 0, "", "", 0 };
 	struct record *r;
 	char *shown;
 

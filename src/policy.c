@@ -80,6 +80,31 @@ policy_merge(struct args *a, char *spec)
 }
 
 /*
+ * Whether a stored policy's options (spec, changed in place) are ones a
+ * command could take from it: each an option a policy holds, with a value
+ * its parser accepts (policy_merge() checks the same when a key uses
+ * it).  0 or -1.
+ */
+int
+policy_valid(char *spec)
+{
+	struct args a;
+	char *name, *value, *save = NULL;
+	int any = 0;
+
+	args_init(&a);
+	for (name = strtok_r(spec, " ", &save); name != NULL;
+	     name = strtok_r(NULL, " ", &save)) {
+		if (strncmp(name, "--", 2) != 0 || !policy_option(name + 2) ||
+		    (value = strtok_r(NULL, " ", &save)) == NULL ||
+		    args_apply(&a, name + 2, value) == -1)
+			return -1;
+		any = 1;
+	}
+	return any ? 0 : -1;
+}
+
+/*
  * The options of a's command line that a policy holds, normalized into
  * buf as "--name value ...".  0, or -1 and why (an option a policy
  * cannot hold, a value with a space, nothing to hold, too long).

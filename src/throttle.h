@@ -665,6 +665,7 @@ int parse_words(char *, char **, int, const char **);
 /* policy.c */
 int policy_find(struct ctx *, struct args *, struct answer *);
 int policy_merge(struct args *, char *);
+int policy_valid(char *);
 int policy_spec(const struct args *, char *, size_t, const char **);
 
 /* pool.c */

@@ -139,6 +139,24 @@ load lib
 	run at 1 consume x
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"the policy 'x' holds options this throttle cannot use"* ]]
+	# and verify, which reads every record as a command would, finds it
+	# before a key does: a value no parser takes, an option no policy
+	# holds, a name with a NUL
+	run --separate-stderr "$THROTTLE" verify
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the policy 'x' holds options this throttle cannot use"* ]]
+	for opts in '--limit 5/zz' '--cost 3' ''; do
+		sqlite3 state.db "UPDATE rec SET data = CAST('$opts' AS BLOB) WHERE kind = 5"
+		run --separate-stderr "$THROTTLE" verify
+		[ "$status" -eq 3 ] || { echo "'$opts': $status $stderr"; return 1; }
+	done
+	sqlite3 state.db "UPDATE rec SET key = X'7800', data = CAST('--limit 1/1s' AS BLOB) WHERE kind = 5"
+	run --separate-stderr "$THROTTLE" verify
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"holds a policy this throttle cannot read"* ]]
+	sqlite3 state.db "UPDATE rec SET key = CAST('x' AS BLOB) WHERE kind = 5"
+	run "$THROTTLE" verify
+	[ "$status" -eq 0 ]
 }
 
 @test "compound limits: 2/1s and 5/1m, the issue's example" {
