@@ -121,6 +121,13 @@ check_more() {
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: run -- KEY: $output"; return 1; }
+	# options may stand before the command
+	run "${shell}_offers" "throttle --format "
+	[ "$(echo $output)" = "json shell text" ] || { echo "$shell: --format: $output"; return 1; }
+	run "${shell}_offers" "throttle --limit 1/1h con"
+	[ "$output" = "consume" ] || { echo "$shell: --limit 1/1h con: $output"; return 1; }
+	run "${shell}_offers" "throttle --limit 1/1h consume lo"
+	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: --limit 1/1h consume lo: $output"; return 1; }
 	# --wait's bound is no key: run [options] -- KEY -- COMMAND
 	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- lo"
 	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1m -- KEY: $output"; return 1; }
