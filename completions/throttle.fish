@@ -31,6 +31,63 @@ function __throttle_keys
 	end
 end
 
+# The options that take the next word as their value.
+set -g __throttle_valued --db --format --lock-timeout --on-error --limit --burst --algorithm --granularity --cost --lockout --concurrency --ttl --owner --priority --reserve --lease --utilization --seed --good-below --bad-above --delay --ramp --conflict-exit-code
+
+# The index of the command word on the line (options and their values,
+# which may come first, skipped), or false if none is there yet.
+function __throttle_cmd_at
+	set -l toks (commandline -opc)
+	set -l i 2
+	while test $i -le (count $toks)
+		if test "$toks[$i]" = --
+			set i (math $i + 1)
+			test $i -le (count $toks); and echo $i
+			return
+		else if contains -- $toks[$i] $__throttle_valued
+			set i (math $i + 2)
+		else if test "$toks[$i]" = --wait
+			set i (math $i + 1)
+			if test $i -le (count $toks); and string match -qr '^[0-9][0-9.]*[a-z]*$' -- $toks[$i]
+				set i (math $i + 1)
+			end
+		else if string match -q -- '-*' $toks[$i]
+			set i (math $i + 1)
+		else
+			echo $i
+			return 0
+		end
+	end
+	return 1
+end
+
+# Is the command on the line one of argv?  (A key that is a command's
+# name is not: consume run --c offers consume's options.)
+function __throttle_cmd_in
+	set -l toks (commandline -opc)
+	set -l i (__throttle_cmd_at); or return 1
+	contains -- $toks[$i] $argv
+end
+
+# Is a key still to come (none after the command yet)?
+function __throttle_wants_key
+	set -l toks (commandline -opc)
+	set -l i (__throttle_cmd_at); or return 1
+	set i (math $i + 1)
+	while test $i -le (count $toks)
+		if test "$toks[$i]" = --
+			return 0
+		else if contains -- $toks[$i] $__throttle_valued
+			set i (math $i + 2)
+		else if string match -q -- '-*' $toks[$i]
+			set i (math $i + 1)
+		else
+			return 1
+		end
+	end
+	return 0
+end
+
 # run ... KEY -- COMMAND: past the --, complete as for the command
 # itself; with no key before the --, run [options] -- KEY -- COMMAND:
 # past the second.  The index of the -- the command follows, or false
@@ -75,43 +132,43 @@ function __throttle_command
 end
 
 complete -c throttle -f
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a consume -d 'take units if the limit allows it now'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a check -d 'answer what consume would, changing nothing'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a release -d 'give units back'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a inspect -d "show a key's limit and state"
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a reset -d 'forget a key'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a acquire -d 'take one of N slots'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a renew -d 'extend a lease'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a run -d 'run a command under a limit'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a shed -d 'shed work while overloaded'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a policy -d 'keep limits under a name'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a gc -d 'forget keys at rest and ended leases'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a verify -d 'check every page and record of the store'
-complete -c throttle -n "__fish_seen_subcommand_from verify" -l quick -d 'quick_check, not integrity_check'
-complete -c throttle -n "__fish_seen_subcommand_from inspect" -l names -d 'only the names of the keys'
-complete -c throttle -n "__fish_seen_subcommand_from inspect" -l locked -d 'only the keys locked out now'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a batch -d 'answer requests read one per line from stdin'
-complete -c throttle -n "not __fish_seen_subcommand_from $commands" -a help -d 'show how to use throttle'
-complete -c throttle -n "__fish_seen_subcommand_from policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'
-complete -c throttle -n "__fish_seen_subcommand_from consume check run policy" -l lockout -x -a never -d 'once refused, stay refused this long'
-complete -c throttle -n "__fish_seen_subcommand_from consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
-complete -c throttle -n "__fish_seen_subcommand_from help" -a "$commands"
-complete -c throttle -n "__fish_seen_subcommand_from consume check release inspect reset acquire renew shed" -a '(__throttle_keys)'
-complete -c throttle -n "__fish_seen_subcommand_from run; and not __throttle_run_command_at >/dev/null" -a '(__throttle_keys)'
-complete -c throttle -n "__fish_seen_subcommand_from run; and __throttle_run_command_at >/dev/null" -a '(__throttle_command)'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l concurrency -x -d 'at most N leases at once'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run policy" -l reserve -x -d 'slots kept for critical work'
-complete -c throttle -n "__fish_seen_subcommand_from acquire" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'
-complete -c throttle -n "__fish_seen_subcommand_from acquire renew run policy" -l ttl -x -d 'lease time to live'
-complete -c throttle -n "__fish_seen_subcommand_from acquire run shed" -l priority -x -a 'critical high normal low' -d 'priority'
-complete -c throttle -n "__fish_seen_subcommand_from release renew" -l lease -x -d 'lease id'
-complete -c throttle -n "__fish_seen_subcommand_from run" -l conflict-exit-code -x -d 'exit code when refused'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l utilization -x -a 'auto' -d 'how busy, 0 to 1, or auto'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l seed -x -d 'reproducible draw'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l good-below -x -d 'shed less below'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l bad-above -x -d 'shed more above'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l delay -x -d 'overload before shedding'
-complete -c throttle -n "__fish_seen_subcommand_from shed" -l ramp -x -d 'time to shed everything'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a consume -d 'take units if the limit allows it now'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a check -d 'answer what consume would, changing nothing'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a release -d 'give units back'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a inspect -d "show a key's limit and state"
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a reset -d 'forget a key'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a acquire -d 'take one of N slots'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a renew -d 'extend a lease'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a run -d 'run a command under a limit'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a shed -d 'shed work while overloaded'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a policy -d 'keep limits under a name'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a gc -d 'forget keys at rest and ended leases'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a verify -d 'check every page and record of the store'
+complete -c throttle -n "__throttle_cmd_in verify" -l quick -d 'quick_check, not integrity_check'
+complete -c throttle -n "__throttle_cmd_in inspect" -l names -d 'only the names of the keys'
+complete -c throttle -n "__throttle_cmd_in inspect" -l locked -d 'only the keys locked out now'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a batch -d 'answer requests read one per line from stdin'
+complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a help -d 'show how to use throttle'
+complete -c throttle -n "__throttle_cmd_in policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'
+complete -c throttle -n "__throttle_cmd_in consume check run policy" -l lockout -x -a never -d 'once refused, stay refused this long'
+complete -c throttle -n "__throttle_cmd_in consume acquire run" -l wait -d 'wait until allowed (--wait MAX)'
+complete -c throttle -n "__throttle_cmd_in help; and __throttle_wants_key" -a "$commands"
+complete -c throttle -n "__throttle_cmd_in consume check release inspect reset acquire renew shed; and __throttle_wants_key" -a '(__throttle_keys)'
+complete -c throttle -n "__throttle_cmd_in run; and not __throttle_run_command_at >/dev/null" -a '(__throttle_keys)'
+complete -c throttle -n "__throttle_cmd_in run; and __throttle_run_command_at >/dev/null" -a '(__throttle_command)'
+complete -c throttle -n "__throttle_cmd_in acquire run policy" -l concurrency -x -d 'at most N leases at once'
+complete -c throttle -n "__throttle_cmd_in acquire run policy" -l reserve -x -d 'slots kept for critical work'
+complete -c throttle -n "__throttle_cmd_in acquire" -l owner -x -a '(__fish_complete_pids)' -d 'the lease ends with this process'
+complete -c throttle -n "__throttle_cmd_in acquire renew run policy" -l ttl -x -d 'lease time to live'
+complete -c throttle -n "__throttle_cmd_in acquire run shed" -l priority -x -a 'critical high normal low' -d 'priority'
+complete -c throttle -n "__throttle_cmd_in release renew" -l lease -x -d 'lease id'
+complete -c throttle -n "__throttle_cmd_in run" -l conflict-exit-code -x -d 'exit code when refused'
+complete -c throttle -n "__throttle_cmd_in shed" -l utilization -x -a 'auto' -d 'how busy, 0 to 1, or auto'
+complete -c throttle -n "__throttle_cmd_in shed" -l seed -x -d 'reproducible draw'
+complete -c throttle -n "__throttle_cmd_in shed" -l good-below -x -d 'shed less below'
+complete -c throttle -n "__throttle_cmd_in shed" -l bad-above -x -d 'shed more above'
+complete -c throttle -n "__throttle_cmd_in shed" -l delay -x -d 'overload before shedding'
+complete -c throttle -n "__throttle_cmd_in shed" -l ramp -x -d 'time to shed everything'
 
 complete -c throttle -l db -r -F -d 'state file'
 complete -c throttle -l format -x -a 'text json shell' -d 'output format'
@@ -120,8 +177,8 @@ complete -c throttle -l lock-timeout -x -d 'how long to wait for the lock'
 complete -c throttle -l on-error -x -a 'fail allow deny' -d 'what a store error becomes'
 complete -c throttle -s h -l help -d 'show help'
 complete -c throttle -l version -d 'show the version'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l limit -x -d 'N units per PERIOD'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l burst -x -d 'units that may be taken at once'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l algorithm -x -a 'gcra token-bucket fixed-window sliding-window hybrid' -d 'the limiter'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run policy" -l granularity -x -d 'sliding-window sub-window'
-complete -c throttle -n "__fish_seen_subcommand_from consume check release run" -l cost -x -d 'units this request takes'
+complete -c throttle -n "__throttle_cmd_in consume check release run policy" -l limit -x -d 'N units per PERIOD'
+complete -c throttle -n "__throttle_cmd_in consume check release run policy" -l burst -x -d 'units that may be taken at once'
+complete -c throttle -n "__throttle_cmd_in consume check release run policy" -l algorithm -x -a 'gcra token-bucket fixed-window sliding-window hybrid' -d 'the limiter'
+complete -c throttle -n "__throttle_cmd_in consume check release run policy" -l granularity -x -d 'sliding-window sub-window'
+complete -c throttle -n "__throttle_cmd_in consume check release run" -l cost -x -d 'units this request takes'

@@ -121,6 +121,13 @@ check_more() {
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
 	[ "$(echo $output)" = "-dash" ] || { echo "$shell: run -- KEY: $output"; return 1; }
+	# a key named like a command is no command; one key, no second
+	run "${shell}_offers" "throttle consume run --c"
+	[ "$output" = "--cost" ] || { echo "$shell: consume run --c: $output"; return 1; }
+	run "${shell}_offers" "throttle consume login:alice "
+	[[ "$output" != *login:* ]] || { echo "$shell: a second key: $output"; return 1; }
+	run "${shell}_offers" "throttle help consume "
+	[[ "$output" != *check* ]] || { echo "$shell: help consume: $output"; return 1; }
 	# options may stand before the command
 	run "${shell}_offers" "throttle --format "
 	[ "$(echo $output)" = "json shell text" ] || { echo "$shell: --format: $output"; return 1; }
