@@ -245,7 +245,10 @@ keep_fallback(struct group *g, const struct ctx *c, const struct args *a,
 	if (c->on_error == ON_ERROR_FAIL)
 		return;
 	answer_init(&f);
-	ctx_fail_answer(c, a, &f);
+	/* as --on-error maps an outage (flush_group() uses it only then):
+	 * the store cannot say yet how its commit would fail */
+	ctx_fail_answer_as(c, a, &f,
+	    c->on_error == ON_ERROR_ALLOW ? EXIT_ALLOWED : EXIT_REFUSED);
 	if (f.nrec == 1 && f.rec[0]->nf > 1) {
 		f.rec[0]->nf--; /* "error": the commit's, at its failure */
 		start = ftell(mem);

@@ -207,10 +207,22 @@ ctx_may_fail_open(const struct ctx *c)
 int
 ctx_fail_answer(const struct ctx *c, const struct args *a, struct answer *ans)
 {
+	return ctx_fail_answer_as(c, a, ans, ctx_map(c, EXIT_STATE));
+}
+
+/*
+ * ctx_fail_answer() with the exit status rc the error is mapped to given
+ * (a batch keeps, before its group commits, the answer a failed commit
+ * would get, when the store cannot yet say how it will fail).
+ */
+int
+ctx_fail_answer_as(const struct ctx *c, const struct args *a,
+    struct answer *ans, int rc)
+{
 	struct limit lims[LIMITS_MAX];
 	struct record *r;
 	char err[256];
-	int rc = ctx_map(c, EXIT_STATE), n = 0;
+	int n = 0;
 
 	if (c->on_error == ON_ERROR_FAIL || ans->nrec > 0)
 		return rc;

@@ -512,6 +512,8 @@ int ctx_now(struct ctx *, struct answer *);
 int ctx_map(const struct ctx *, int);
 const char *ctx_state_note(const struct ctx *);
 int ctx_fail_answer(const struct ctx *, const struct args *, struct answer *);
+int ctx_fail_answer_as(const struct ctx *, const struct args *, struct answer *,
+    int);
 int ctx_fail(struct ctx *, struct answer *);
 
 /* escape.c */

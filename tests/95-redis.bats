@@ -140,6 +140,46 @@ asleep() {
 	kill -CONT "$(cat "$TMP/redis.pid")"
 }
 
+@test "redis: a batch group whose EXEC is cut off answers as --on-error maps it, fields and all" {
+	command -v python3 >/dev/null || skip "needs python3 for a link that breaks at EXEC"
+	start_redis
+	# a unix socket that passes everything to the server, and closes
+	# the link when a client sends EXEC
+	python3 -c 'import socket, sys, threading
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+def pump(a, b, cut):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d or (cut and b"EXEC" in d):
+                break
+            b.sendall(d)
+    except OSError:
+        pass
+    a.close()
+    b.close()
+while True:
+    c, _ = s.accept()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(sys.argv[2])
+    threading.Thread(target=pump, args=(c, u, True), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c, False), daemon=True).start()' "$TMP/cut.sock" "$SOCK" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/cut.sock" ] && break; sleep 0.1; done
+	export THROTTLE_DB="unix://$TMP/cut.sock"
+	run --separate-stderr "$THROTTLE" --on-error allow batch <<<"consume k --limit 5/1m"
+	[[ "$output" == '{"key":"k","allowed":true,"algorithm":"gcra","limit":5,"period":60,"burst":5,"cost":1,'*'"error":'*'"exit":0}' ]] || { echo "$output"; return 1; }
+	[[ "$stderr" == *"allowing anyway (--on-error allow)"* ]]
+	run --separate-stderr "$THROTTLE" --on-error deny batch <<<"consume k --limit 5/1m"
+	[[ "$output" == '{"key":"k","allowed":false,"algorithm":"gcra",'*'"exit":1}' ]] || { echo "$output"; return 1; }
+	# as a single call answers it
+	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 5/1m --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == '{"key":"k","allowed":true,"algorithm":"gcra",'* ]]
+}
+
 @test "redis: a socket that answers in another protocol is named as not Redis" {
 	command -v python3 >/dev/null || skip "needs python3 for a server that is not Redis"
 	# an HTTP server where Redis was meant to be (the same for a TLS port)
