@@ -90,8 +90,6 @@ policy_valid(char *spec)
 {
 	struct args a;
 	char *name, *value, *save = NULL;
-	int any = 0;
-
 	args_init(&a);
 	for (name = strtok_r(spec, " ", &save); name != NULL;
 	     name = strtok_r(NULL, " ", &save)) {
@@ -99,9 +97,8 @@ policy_valid(char *spec)
 		    (value = strtok_r(NULL, " ", &save)) == NULL ||
 		    args_apply(&a, name + 2, value) == -1)
 			return -1;
-		any = 1;
 	}
-	return any ? 0 : -1;
+	return 0; /* none: a key takes nothing from it, as merged */
 }
 
 /*

@@ -80,7 +80,7 @@ struct store {
 	int64_t pol_read; /* monotonic */
 	struct pol {
 		char *name, *opts;
-		size_t namelen;
+		size_t namelen, optslen;
 	} * pol; /* sorted by name (pol_cmp()) */
 	int npol, cappol;
 };
@@ -1089,7 +1089,8 @@ keep_policy(void *arg, const char *key, size_t keylen, int kind, const char *id,
 	st->pol[st->npol].opts = xmalloc(len + 1);
 	memcpy(st->pol[st->npol].opts, data, len);
 	st->pol[st->npol].opts[len] = '\0';
-	/* a NUL inside is caught when the policy is used */
+	st->pol[st->npol].optslen = len;
+	/* a NUL inside is caught when the policy is used (policy_one()) */
 	st->npol++;
 	return 0;
 }
@@ -1161,8 +1162,7 @@ group_policy(struct store *st, char *const *names, const size_t *lens, int n,
 	for (i = 0; i < n; i++) {
 		if ((p = pol_find(st, names[i], lens[i])) == NULL)
 			continue;
-		if (policy_one(g, REC_POLICY, "", 0, p->opts,
-			strlen(p->opts)) == -1)
+		if (policy_one(g, REC_POLICY, "", 0, p->opts, p->optslen) == -1)
 			return bad_policy(st);
 		memcpy(name, names[i], lens[i]);
 		name[lens[i]] = '\0';

@@ -145,7 +145,7 @@ load lib
 	run --separate-stderr "$THROTTLE" verify
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"the policy 'x' holds options this throttle cannot use"* ]]
-	for opts in '--limit 5/zz' '--cost 3' ''; do
+	for opts in '--limit 5/zz' '--cost 3' '--limit'; do
 		sqlite3 state.db "UPDATE rec SET data = CAST('$opts' AS BLOB) WHERE kind = 5"
 		run --separate-stderr "$THROTTLE" verify
 		[ "$status" -eq 3 ] || { echo "'$opts': $status $stderr"; return 1; }
@@ -157,6 +157,12 @@ load lib
 	sqlite3 state.db "UPDATE rec SET key = CAST('x' AS BLOB) WHERE kind = 5"
 	run "$THROTTLE" verify
 	[ "$status" -eq 0 ]
+	# options cut short by a NUL: refused by a batch as by a single call
+	sqlite3 state.db "UPDATE rec SET data = CAST('--limit 1/1s' AS BLOB) || X'00' || CAST('x' AS BLOB) WHERE kind = 5"
+	run at 1 consume x
+	[ "$status" -eq 3 ]
+	run --separate-stderr at 1 batch <<<"consume x"
+	[ "$(field exit "$output")" = 3 ] || { echo "$output"; return 1; }
 }
 
 @test "compound limits: 2/1s and 5/1m, the issue's example" {
