@@ -69,13 +69,16 @@ _throttle()
 		[[ -n $eq ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq}")
 		return
 	fi
+	# a duration, as --wait takes the next word when it is one: 90, 1.5s,
+	# 1h30m, m
+	local durre='^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$'
 	# options that take the next word (--wait: when it is a duration)
 	local valued="--db|--format|--lock-timeout|--on-error|--limit|--burst|--algorithm|--granularity|--cost|--concurrency|--ttl|--owner|--priority|--reserve|--lease|--utilization|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code|--lockout"
 	for ((i = 1; i < ${#words[@]} - 1; i++)); do
 		w=${words[i]}
 		case $w in
 		--) break ;;
-		--wait) [[ ${words[i + 1]} =~ ^[0-9][0-9.]*[a-z]*$ ]] && ((i++)) ;;
+		--wait) [[ ${words[i + 1]} =~ $durre ]] && ((i++)) ;;
 		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
 		*) cmd=$w ci=$i; break ;;
 		esac
@@ -87,7 +90,7 @@ _throttle()
 		w=${words[i]}
 		case $w in
 		--) dd=$i; break ;;
-		--wait) [[ ${words[i + 1]} =~ ^[0-9][0-9.]*[a-z]*$ ]] && ((i++)) ;;
+		--wait) [[ ${words[i + 1]} =~ $durre ]] && ((i++)) ;;
 		-*) [[ "|$valued|" == *"|$w|"* ]] && ((i++)) ;;
 		*) haskey=1 ;;
 		esac
@@ -126,7 +129,8 @@ _throttle()
 		# after --: a key, even one that begins with -
 		case $cmd in
 		gc | verify | batch | help | policy) ;;
-		*) ((haskey)) || _throttle_offer_keys "$cur" 1 ;;
+		# a key already after the --: none more
+		*) ((haskey || dd + 1 < ${#words[@]} - 1)) || _throttle_offer_keys "$cur" 1 ;;
 		esac
 		return
 	fi

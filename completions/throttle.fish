@@ -48,7 +48,7 @@ function __throttle_cmd_at
 			set i (math $i + 2)
 		else if test "$toks[$i]" = --wait
 			set i (math $i + 1)
-			if test $i -le (count $toks); and string match -qr '^[0-9][0-9.]*[a-z]*$' -- $toks[$i]
+			if test $i -le (count $toks); and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$i]
 				set i (math $i + 1)
 			end
 		else if string match -q -- '-*' $toks[$i]
@@ -76,9 +76,16 @@ function __throttle_wants_key
 	set i (math $i + 1)
 	while test $i -le (count $toks)
 		if test "$toks[$i]" = --
-			return 0
+			# the key is the word after it: wanted if none is there
+			test $i -eq (count $toks)
+			return
 		else if contains -- $toks[$i] $__throttle_valued
 			set i (math $i + 2)
+		else if test "$toks[$i]" = --wait
+			set i (math $i + 1)
+			if test $i -le (count $toks); and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$i]
+				set i (math $i + 1)
+			end
 		else if string match -q -- '-*' $toks[$i]
 			set i (math $i + 1)
 		else
@@ -104,7 +111,7 @@ function __throttle_run_command_at
 			case --wait
 				# its bound, when the next word is a duration
 				set -l n (math $j + 1)
-				if test $n -lt $i; and string match -qr '^[0-9][0-9.]*[a-z]*$' -- $toks[$n]
+				if test $n -lt $i; and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$n]
 					set j $n
 				end
 			case '-*'

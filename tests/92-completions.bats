@@ -135,6 +135,16 @@ check_more() {
 	[ "$output" = "consume" ] || { echo "$shell: --limit 1/1h con: $output"; return 1; }
 	run "${shell}_offers" "throttle --limit 1/1h consume lo"
 	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: --limit 1/1h consume lo: $output"; return 1; }
+	# --wait's bound is no key, however it is written
+	for b in 2 1h30m m; do
+		run "${shell}_offers" "throttle consume --wait $b lo"
+		[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: consume --wait $b lo: $output"; return 1; }
+	done
+	run "${shell}_offers" "throttle run --limit 1/1h --wait 1h30m -- lo"
+	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1h30m -- KEY: $output"; return 1; }
+	# a key after --, and no second
+	run "${shell}_offers" "throttle inspect -- -dash "
+	[[ "$output" != *login:* ]] || { echo "$shell: a second key after --: $output"; return 1; }
 	# --wait's bound is no key: run [options] -- KEY -- COMMAND
 	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- lo"
 	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1m -- KEY: $output"; return 1; }
