@@ -42,33 +42,6 @@ _throttle()
 	local shedopts="--utilization --priority --seed --good-below --bad-above --delay --ramp"
 	local cmd="" ci=0 dd=0 w i
 
-	# --opt=value: the value completes as after --opt (readline breaks
-	# the word at '=', so the reply is the value alone)
-	local opt=$prev eq="" word=$cur
-	if [[ $cur == --*=* ]]; then
-		opt=${cur%%=*}
-		cur=${cur#*=}
-		[[ $COMP_WORDBREAKS == *=* ]] || eq=$opt=
-	fi
-	case $opt in
-	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")) ;;
-	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")) ;;
-	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")) ;;
-	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")) ;;
-	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")) ;;
-	--lockout) COMPREPLY=($(compgen -W "never" -- "$cur")) ;;
-	--db)
-		# file names as files: a space kept in one, a / after a folder
-		compopt -o filenames 2>/dev/null
-		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
-		;;
-	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) ;;
-	*) opt="" cur=$word ;;
-	esac
-	if [[ -n $opt ]]; then
-		[[ -n $eq ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq}")
-		return
-	fi
 	# a duration, as --wait takes the next word when it is one: 90, 1.5s,
 	# 1h30m, m
 	local durre='^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$'
@@ -132,6 +105,34 @@ _throttle()
 		# a key already after the --: none more
 		*) ((haskey || dd + 1 < ${#words[@]} - 1)) || _throttle_offer_keys "$cur" 1 ;;
 		esac
+		return
+	fi
+	# an option's value (past any --, where no option is); --opt=value:
+	# the value completes as after --opt (readline breaks
+	# the word at '=', so the reply is the value alone)
+	local opt=$prev eq="" word=$cur
+	if [[ $cur == --*=* ]]; then
+		opt=${cur%%=*}
+		cur=${cur#*=}
+		[[ $COMP_WORDBREAKS == *=* ]] || eq=$opt=
+	fi
+	case $opt in
+	--algorithm) COMPREPLY=($(compgen -W "gcra token-bucket fixed-window sliding-window hybrid" -- "$cur")) ;;
+	--format) COMPREPLY=($(compgen -W "text json shell" -- "$cur")) ;;
+	--on-error) COMPREPLY=($(compgen -W "fail allow deny" -- "$cur")) ;;
+	--priority) COMPREPLY=($(compgen -W "critical high normal low" -- "$cur")) ;;
+	--utilization) COMPREPLY=($(compgen -W "auto" -- "$cur")) ;;
+	--lockout) COMPREPLY=($(compgen -W "never" -- "$cur")) ;;
+	--db)
+		# file names as files: a space kept in one, a / after a folder
+		compopt -o filenames 2>/dev/null
+		mapfile -t COMPREPLY < <(compgen -f -- "$cur")
+		;;
+	--limit|--burst|--cost|--lock-timeout|--granularity|--concurrency|--ttl|--owner|--reserve|--lease|--seed|--good-below|--bad-above|--delay|--ramp|--conflict-exit-code) ;;
+	*) opt="" cur=$word ;;
+	esac
+	if [[ -n $opt ]]; then
+		[[ -n $eq ]] && COMPREPLY=("${COMPREPLY[@]/#/$eq}")
 		return
 	fi
 	if [[ $cur == -* ]]; then

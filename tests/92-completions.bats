@@ -162,6 +162,11 @@ check_more() {
 	# each command is offered the options it takes, once
 	run bash_offers "throttle run k --"
 	[ "$(printf '%s\n' "$output" | grep -c -- '^--wait$')" -eq 1 ]
+	# run's command's own options are not throttle's
+	run bash_offers "throttle run k -- sort --format "
+	[[ "$(echo $output)" != "json shell text" ]]
+	run bash_offers "throttle run k -- sort --algorithm="
+	[[ "$output" != *gcra* ]]
 	# one key, one command to help with: no second offered
 	run bash_offers "throttle consume login:alice "
 	[ -z "$output" ]
