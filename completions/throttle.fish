@@ -34,6 +34,21 @@ end
 # The options that take the next word as their value.
 set -g __throttle_valued --db --format --lock-timeout --on-error --limit --burst --algorithm --granularity --cost --lockout --concurrency --ttl --owner --priority --reserve --lease --utilization --seed --good-below --bad-above --delay --ramp --conflict-exit-code
 
+# The index of the word past the option at index $argv[1] on the line:
+# past its value too if it takes one (--wait: a duration after it).
+function __throttle_past_option
+	set -l toks (commandline -opc)
+	set -l i $argv[1]
+	set -l n (math $i + 1)
+	if contains -- $toks[$i] $__throttle_valued
+		math $i + 2
+	else if test "$toks[$i]" = --wait; and test $n -le (count $toks); and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$n]
+		math $i + 2
+	else
+		echo $n
+	end
+end
+
 # The index of the command word on the line (options and their values,
 # which may come first, skipped), or false if none is there yet.
 function __throttle_cmd_at
@@ -44,15 +59,8 @@ function __throttle_cmd_at
 			set i (math $i + 1)
 			test $i -le (count $toks); and echo $i
 			return
-		else if contains -- $toks[$i] $__throttle_valued
-			set i (math $i + 2)
-		else if test "$toks[$i]" = --wait
-			set i (math $i + 1)
-			if test $i -le (count $toks); and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$i]
-				set i (math $i + 1)
-			end
 		else if string match -q -- '-*' $toks[$i]
-			set i (math $i + 1)
+			set i (__throttle_past_option $i)
 		else
 			echo $i
 			return 0
@@ -79,15 +87,8 @@ function __throttle_wants_key
 			# the key is the word after it: wanted if none is there
 			test $i -eq (count $toks)
 			return
-		else if contains -- $toks[$i] $__throttle_valued
-			set i (math $i + 2)
-		else if test "$toks[$i]" = --wait
-			set i (math $i + 1)
-			if test $i -le (count $toks); and string match -qr '^([0-9.]*(ms|w|d|h|m|s))+$|^[0-9][0-9.]*$' -- $toks[$i]
-				set i (math $i + 1)
-			end
 		else if string match -q -- '-*' $toks[$i]
-			set i (math $i + 1)
+			set i (__throttle_past_option $i)
 		else
 			return 1
 		end

@@ -61,30 +61,28 @@ zsh_offers() {
 	timeout 30 "$ROOT/tests/zsh-complete" "$ROOT/completions" "$1"
 }
 
+# offers_is SHELL LINE WANT: what SHELL offers after LINE, the words
+# joined by spaces, is WANT ("" for nothing)
+offers_is() {
+	run "${1}_offers" "$2"
+	[ "$(echo $output)" = "$3" ] || { echo "$1: after '$2' offered: $output"; return 1; }
+}
+
 check_all_four() {
 	local shell=$1
 	run "${shell}_offers" "throttle "
 	[[ "$output" == *consume* && "$output" == *acquire* && "$output" == *policy* ]] || { echo "$shell: commands: $output"; return 1; }
-	run "${shell}_offers" "throttle consume --al"
-	[ "$output" = "--algorithm" ] || { echo "$shell: --al: $output"; return 1; }
-	run "${shell}_offers" "throttle consume --algorithm "
-	[ "$(echo $output)" = "fixed-window gcra hybrid sliding-window token-bucket" ] || { echo "$shell: algorithms: $output"; return 1; }
-	run "${shell}_offers" "throttle consume lo"
-	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys: $output"; return 1; }
+	offers_is "$shell" "throttle consume --al" "--algorithm"
+	offers_is "$shell" "throttle consume --algorithm " "fixed-window gcra hybrid sliding-window token-bucket"
+	offers_is "$shell" "throttle consume lo" "login:alice login:bob"
 	# THROTTLE_FORMAT is the user's for their scripts: keys still come
-	THROTTLE_FORMAT=shell run "${shell}_offers" "throttle consume lo"
-	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: keys, THROTTLE_FORMAT=shell: $output"; return 1; }
-	run "${shell}_offers" "throttle consume k --lockout "
-	[ "$(echo $output)" = "never" ] || { echo "$shell: --lockout: $output"; return 1; }
+	THROTTLE_FORMAT=shell offers_is "$shell" "throttle consume lo" "login:alice login:bob"
+	offers_is "$shell" "throttle consume k --lockout " "never"
 	# each command is offered only the options it takes
-	run "${shell}_offers" "throttle check k --w"
-	[ -z "$output" ] || { echo "$shell: check --w: $output"; return 1; }
-	run "${shell}_offers" "throttle acquire k --w"
-	[ "$output" = "--wait" ] || { echo "$shell: acquire --w: $output"; return 1; }
-	run "${shell}_offers" "throttle release k --lo"
-	[ "$output" = "--lock-timeout" ] || { echo "$shell: release --lo: $output"; return 1; }
-	run "${shell}_offers" "throttle policy set login --c"
-	[ "$output" = "--concurrency" ] || { echo "$shell: policy set --c: $output"; return 1; }
+	offers_is "$shell" "throttle check k --w" ""
+	offers_is "$shell" "throttle acquire k --w" "--wait"
+	offers_is "$shell" "throttle release k --lo" "--lock-timeout"
+	offers_is "$shell" "throttle policy set login --c" "--concurrency"
 }
 
 # check_more SHELL COLON: keys holding ':' (bash offers what follows the
@@ -92,8 +90,7 @@ check_all_four() {
 # --, and the keys of the store --db or THROTTLE_DB names on the line
 check_more() {
 	local shell=$1 colon=$2
-	run "${shell}_offers" "throttle consume login:a"
-	[ "$(echo $output)" = "$colon" ] || { echo "$shell: login:a: $output"; return 1; }
+	offers_is "$shell" "throttle consume login:a" "$colon"
 	run "${shell}_offers" "throttle run k --limit 1/1d -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -k -- tru"
@@ -101,53 +98,42 @@ check_more() {
 	run "${shell}_offers" "throttle run --limit 1/1d -- -job:nightly -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY:WITH:COLONS --: $output"; return 1; }
 	THROTTLE_DB=$TMP/other.db throttle consume elsewhere:x --limit 1/1h
-	run "${shell}_offers" "throttle --db $TMP/other.db consume el"
-	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db: $output"; return 1; }
-	run "${shell}_offers" "throttle consume --db=$TMP/other.db el"
-	[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: --db=: $output"; return 1; }
+	offers_is "$shell" "throttle --db $TMP/other.db consume el" "elsewhere:x"
+	offers_is "$shell" "throttle consume --db=$TMP/other.db el" "elsewhere:x"
 	# (bash takes the VAR=value off the line it gives a completion)
 	if [ "$shell" != bash ]; then
 		run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle consume el"
 		[ "$(echo $output)" = "elsewhere:x" ] || { echo "$shell: THROTTLE_DB=: $output"; return 1; }
 	fi
-	run "${shell}_offers" "THROTTLE_DB=$TMP/other.db throttle con"
-	[ "$(echo $output)" = "consume" ] || { echo "$shell: THROTTLE_DB= command: $output"; return 1; }
+	offers_is "$shell" "THROTTLE_DB=$TMP/other.db throttle con" "consume"
 	# a key that begins with - is offered only after --, where it is no
 	# option; after -- no option is offered
 	throttle consume --limit 1/1h -- -dash
 	run "${shell}_offers" "throttle consume "
 	[[ "$output" == *login:alice* && "$output" != *-dash* ]] || { echo "$shell: dash key before --: $output"; echo "the store has: $(throttle inspect --names)"; return 1; }
-	run "${shell}_offers" "throttle inspect -- -"
-	[ "$(echo $output)" = "-dash" ] || { echo "$shell: after --: $output"; return 1; }
-	run "${shell}_offers" "throttle run --limit 1/1d -- -d"
-	[ "$(echo $output)" = "-dash" ] || { echo "$shell: run -- KEY: $output"; return 1; }
+	offers_is "$shell" "throttle inspect -- -" "-dash"
+	offers_is "$shell" "throttle run --limit 1/1d -- -d" "-dash"
 	# a key named like a command is no command; one key, no second
-	run "${shell}_offers" "throttle consume run --c"
-	[ "$output" = "--cost" ] || { echo "$shell: consume run --c: $output"; return 1; }
+	offers_is "$shell" "throttle consume run --c" "--cost"
 	run "${shell}_offers" "throttle consume login:alice "
 	[[ "$output" != *login:* ]] || { echo "$shell: a second key: $output"; return 1; }
 	run "${shell}_offers" "throttle help consume "
 	[[ "$output" != *check* ]] || { echo "$shell: help consume: $output"; return 1; }
 	# options may stand before the command
-	run "${shell}_offers" "throttle --format "
-	[ "$(echo $output)" = "json shell text" ] || { echo "$shell: --format: $output"; return 1; }
-	run "${shell}_offers" "throttle --limit 1/1h con"
-	[ "$output" = "consume" ] || { echo "$shell: --limit 1/1h con: $output"; return 1; }
-	run "${shell}_offers" "throttle --limit 1/1h consume lo"
-	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: --limit 1/1h consume lo: $output"; return 1; }
+	offers_is "$shell" "throttle --format " "json shell text"
+	offers_is "$shell" "throttle --limit 1/1h con" "consume"
+	offers_is "$shell" "throttle --limit 1/1h consume lo" "login:alice login:bob"
 	# --wait's bound is no key, however it is written
 	for b in 2 1h30m m; do
 		run "${shell}_offers" "throttle consume --wait $b lo"
 		[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: consume --wait $b lo: $output"; return 1; }
 	done
-	run "${shell}_offers" "throttle run --limit 1/1h --wait 1h30m -- lo"
-	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1h30m -- KEY: $output"; return 1; }
+	offers_is "$shell" "throttle run --limit 1/1h --wait 1h30m -- lo" "login:alice login:bob"
 	# a key after --, and no second
 	run "${shell}_offers" "throttle inspect -- -dash "
 	[[ "$output" != *login:* ]] || { echo "$shell: a second key after --: $output"; return 1; }
 	# --wait's bound is no key: run [options] -- KEY -- COMMAND
-	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- lo"
-	[ "$(echo $output)" = "login:alice login:bob" ] || { echo "$shell: run --wait 1m -- KEY: $output"; return 1; }
+	offers_is "$shell" "throttle run --limit 1/1h --wait 1m -- lo" "login:alice login:bob"
 	run "${shell}_offers" "throttle run --limit 1/1h --wait 1m -- kk -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: run --wait 1m -- KEY -- : $output"; return 1; }
 	# a plain key in run's -- KEY -- form: the command after the second
