@@ -122,6 +122,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	    ctx_now(c, ans) == -1)
 		return -1;
 	t = k->now = c->now;
+	k->lk_started = 0;
 	lk_moved = lockout_carry(lk, t);
 	/* a lockout that has ended gives the whole allowance back */
 	if ((ended = lk->until != 0 && lk->until <= t)) {
@@ -161,6 +162,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		    a->lockout != 0 && !waits)) {
 		/* this refusal starts a lockout (check answers so too, and
 		 * rolls it back with the rest) */
+		k->lk_started = d->retry_after > 0 ? d->retry_after : 1;
 		lk->since = t;
 		lk->until = a->lockout == LOCKOUT_FOREVER ? LOCKOUT_NEVER
 							  : t + a->lockout;
@@ -353,6 +355,22 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		if (k->d.retry_after >= DURATION_MAX) {
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 			    " locked out until reset; not waiting");
+			return EXIT_REFUSED;
+		}
+		if (k->lk_started) {
+			/* refused for a wait past --wait, which started the
+			 * lockout: final, not a wait through the lockout to
+			 * the allowance its end gives back */
+			char l[32];
+
+			output_human(t, sizeof(t), k->lk_started);
+			output_bound(m, sizeof(m), a->wait_max);
+			output_human(l, sizeof(l), k->d.retry_after);
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " throttled: the wait would be %s, more than "
+			    "--wait "
+			    "%s allows; locked out for %s",
+			    t, m, l);
 			return EXIT_REFUSED;
 		}
 		if (left >= 0 && k->d.retry_after > left) {

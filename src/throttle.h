@@ -576,6 +576,7 @@ struct keywork {
 	int bind; /* the binding limit: the longest wait, then the fewest */
 	struct lockout lk; /* the key's lockout as it stands (until 0: none) */
 	int64_t now; /* the decision's time */
+	int64_t lk_started; /* this refusal started lk: the rate's wait, or 0 */
 };
 void keystate_forget(struct keywork *);
 void keystate_lockout(struct answer *, struct record *, const struct lockout *,
