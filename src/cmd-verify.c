@@ -48,6 +48,46 @@ count_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
+/*
+ * Whether policy set would take a policy's options (spec) as they are:
+ * the limits they give settle, --burst and --granularity go with a
+ * --limit, --reserve with a --concurrency it fits, as when it was set.
+ */
+static int
+settable(const char *spec)
+{
+	char copy[POLICY_MAX], *argv[4 + POLICY_MAX / 2 + 1], *w, *save = NULL;
+	struct limit lims[LIMITS_MAX];
+	struct answer scratch;
+	struct args a;
+	char err[256];
+	int argc = 0, n, ok;
+
+	snprintf(copy, sizeof(copy), "%s", spec);
+	argv[argc++] = (char *)"throttle";
+	argv[argc++] = (char *)"policy";
+	argv[argc++] = (char *)"set";
+	argv[argc++] = (char *)"p";
+	for (w = strtok_r(copy, " ", &save); w != NULL;
+	     w = strtok_r(NULL, " ", &save))
+		argv[argc++] = w;
+	argv[argc] = NULL;
+	if (argc == 4)
+		return 1; /* none: a key takes nothing from it */
+	args_init(&a);
+	answer_init(&scratch);
+	ok = args_parse(argc, argv, cmd_table, &a) == PARSE_RUN &&
+	    (a.ls.n == 0 ||
+		limit_settle(&a.ls, "policy set", lims, &n, err, sizeof(err)) ==
+		    0) &&
+	    !(a.has_reserve && !a.has_concurrency) &&
+	    (!a.has_concurrency ||
+		concurrency_check(&a, "policy set", &scratch) == 0);
+	answer_free(&scratch);
+	args_free(&a);
+	return ok;
+}
+
 /* A policy read as a key that uses it would read it. */
 static int
 check_policy(const char *name, const char *spec, void *arg)
@@ -57,7 +97,7 @@ check_policy(const char *name, const char *spec, void *arg)
 
 	t->policies++;
 	snprintf(copy, sizeof(copy), "%s", spec);
-	if (t->bad[0] == '\0' && policy_valid(copy) == -1)
+	if (t->bad[0] == '\0' && (policy_valid(copy) == -1 || !settable(spec)))
 		snprintf(t->bad, sizeof(t->bad), "%s", name);
 	return 0;
 }

@@ -145,7 +145,8 @@ load lib
 	run --separate-stderr "$THROTTLE" verify
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *"the policy 'x' holds options this throttle cannot use"* ]]
-	for opts in '--limit 5/zz' '--cost 3' '--limit'; do
+	for opts in '--limit 5/zz' '--cost 3' '--limit' '--limit 5/15m --granularity 1m' \
+	    '--concurrency 2 --reserve 5' '--reserve 10%' '--limit 1/1s --limit 5/1m --burst 3'; do
 		sqlite3 state.db "UPDATE rec SET data = CAST('$opts' AS BLOB) WHERE kind = 5"
 		run --separate-stderr "$THROTTLE" verify
 		[ "$status" -eq 3 ] || { echo "'$opts': $status $stderr"; return 1; }
@@ -157,6 +158,17 @@ load lib
 	sqlite3 state.db "UPDATE rec SET key = CAST('x' AS BLOB) WHERE kind = 5"
 	run "$THROTTLE" verify
 	[ "$status" -eq 0 ]
+	# every policy policy set takes, verify takes
+	"$THROTTLE" policy set 'a b' --limit '1/1s;5/1m' --limit 10/1h --algorithm sliding-window --granularity 1s --lockout never
+	"$THROTTLE" policy set c --concurrency 5 --reserve 10% --ttl 30s
+	"$THROTTLE" policy set h --limit 5/1m --algorithm hybrid --lockout 1m --concurrency 3 --reserve 1
+	"$THROTTLE" policy set g --limit 5/1m --burst 10
+	run "$THROTTLE" verify
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	"$THROTTLE" policy delete 'a b'
+	"$THROTTLE" policy delete c
+	"$THROTTLE" policy delete h
+	"$THROTTLE" policy delete g
 	# options cut short by a NUL: refused by a batch as by a single call
 	sqlite3 state.db "UPDATE rec SET data = CAST('--limit 1/1s' AS BLOB) || X'00' || CAST('x' AS BLOB) WHERE kind = 5"
 	run at 1 consume x
