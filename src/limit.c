@@ -114,7 +114,8 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
  * and reset_after are all of one limit).  Returns the binding limit: the
  * one that waits longest, of those the one with the fewest remaining, and
  * of those the one longest from rest, so that the order the limits are
- * written in changes nothing (0 when n is 0).
+ * written in matters only between limits tied on all three (0 when n is
+ * 0).
  */
 int
 limit_combine(const struct decision *ds, int n, struct decision *out)

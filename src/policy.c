@@ -90,6 +90,7 @@ policy_valid(char *spec)
 {
 	struct args a;
 	char *name, *value, *save = NULL;
+
 	args_init(&a);
 	for (name = strtok_r(spec, " ", &save); name != NULL;
 	     name = strtok_r(NULL, " ", &save)) {

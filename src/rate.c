@@ -368,8 +368,8 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			output_human(l, sizeof(l), k->d.retry_after);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 			    " throttled: the wait would be %s, more than "
-			    "--wait "
-			    "%s allows; locked out for %s",
+			    "--wait %s "
+			    "allows; locked out for %s",
 			    t, m, l);
 			return EXIT_REFUSED;
 		}

@@ -1445,12 +1445,6 @@ skip_asking(struct rs *rs, const struct khash *h)
 	return 0;
 }
 
-/*
- * Take the replies of queue_read() into h, from its node, merging
- * throttle 0.1's keys (h->old set if any held something).  -1 if the
- * connection failed (no more replies will come); otherwise 0, with *ok
- * set to -1 (and the error set) if a reply was bad.
- */
 /* bad_reply() of h's read i, naming its key if it is not a hash (or a
  * string) as throttle writes it. */
 static int
@@ -1472,6 +1466,12 @@ bad_read(struct rs *rs, const struct khash *h, int i, const redisReply *r)
 	return bad;
 }
 
+/*
+ * Take the replies of queue_read() into h, from its node, merging
+ * throttle 0.1's keys (h->old set if any held something).  -1 if the
+ * connection failed (no more replies will come); otherwise 0, with *ok
+ * set to -1 (and the error set) if a reply was bad.
+ */
 static int
 take_read(struct rs *rs, struct khash *h, int *ok)
 {
