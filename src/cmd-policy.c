@@ -14,6 +14,28 @@ struct pol {
 	int found;
 };
 
+/*
+ * The checks policy set makes of the options it is given beyond their
+ * parsing (args_parse()): --reserve goes with a --concurrency it fits.
+ * verify makes them of a stored policy too.  0, or -1 with the usage
+ * message in ans.
+ */
+int
+policy_set_check(const struct args *a, struct answer *ans)
+{
+	/* as --burst with --limit: a --concurrency on the command line
+	 * drops a policy's --reserve, so one alone never applies */
+	if (a->has_reserve && !a->has_concurrency) {
+		answer_usage(ans,
+		    "policy set: --reserve goes with --concurrency; give the "
+		    "slot count too");
+		return -1;
+	}
+	if (a->has_concurrency && concurrency_check(a, "policy set", ans) == -1)
+		return -1;
+	return 0;
+}
+
 /* A policy as a record: "name options" in text. */
 static void
 show_one(struct answer *ans, const char *name, const char *spec)
@@ -92,17 +114,7 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if (strcmp(sub, "set") == 0) {
-		/* as --burst with --limit: a --concurrency on the command
-		 * line drops a policy's --reserve, so one alone never
-		 * applies */
-		if (a->has_reserve && !a->has_concurrency) {
-			answer_usage(ans,
-			    "policy set: --reserve goes with --concurrency; "
-			    "give the slot count too");
-			return;
-		}
-		if (a->has_concurrency &&
-		    concurrency_check(a, "policy set", ans) == -1)
+		if (policy_set_check(a, ans) == -1)
 			return;
 		if (policy_spec(a, p.spec, sizeof(p.spec), &why) == -1) {
 			answer_usage(ans, "policy set: %s", why);

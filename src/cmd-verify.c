@@ -50,8 +50,8 @@ count_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 
 /*
  * Whether policy set would take a policy's options (spec) as they are:
- * the limits they give settle, --burst and --granularity go with a
- * --limit, --reserve with a --concurrency it fits, as when it was set.
+ * they parse as its command line, their limits settle, and they pass its
+ * own checks (policy_set_check()), as when the policy was set.
  */
 static int
 settable(const char *spec)
@@ -80,9 +80,7 @@ settable(const char *spec)
 	    (a.ls.n == 0 ||
 		limit_settle(&a.ls, "policy set", lims, &n, err, sizeof(err)) ==
 		    0) &&
-	    !(a.has_reserve && !a.has_concurrency) &&
-	    (!a.has_concurrency ||
-		concurrency_check(&a, "policy set", &scratch) == 0);
+	    policy_set_check(&a, &scratch) == 0;
 	answer_free(&scratch);
 	args_free(&a);
 	return ok;

@@ -670,6 +670,7 @@ int policy_find(struct ctx *, struct args *, struct answer *);
 int policy_merge(struct args *, char *);
 int policy_valid(char *);
 int policy_spec(const struct args *, char *, size_t, const char **);
+int policy_set_check(const struct args *, struct answer *);
 
 /* pool.c */
 #define POOL_CLASSES 44 /* size classes: 16 bytes to POOL_BIG */
