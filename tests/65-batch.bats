@@ -257,6 +257,21 @@ load lib
 	done
 }
 
+@test "batch: a policy changed while a batch runs governs it within a second" {
+	at 100 policy set api --limit 1000/1m
+	coproc B { THROTTLE_NOW=100 "$THROTTLE" batch 2>/dev/null; }
+	track "$B_PID"
+	echo "check api:x" >&"${B[1]}"
+	read -r -t 10 first <&"${B[0]}"
+	[ "$(field limit "$first")" = 1000 ] || { echo "$first"; return 1; }
+	at 100 policy set api --limit 1/1h
+	sleep 1.2
+	echo "check api:x" >&"${B[1]}"
+	read -r -t 10 second <&"${B[0]}"
+	eval "exec ${B[1]}>&-"
+	[ "$(field limit "$second")" = 1 ] || { echo "$second"; return 1; }
+}
+
 @test "batch: several batches on one file never admit more than the limit" {
 	for w in 1 2 3 4; do
 		for n in $(seq 200); do echo "consume shared --limit 300/1h"; done >"in$w"
