@@ -40,17 +40,33 @@ rate_usable(const struct args *a, struct answer *ans)
 		    "5/15m, or set a policy for it (throttle policy set "
 		    "NAME --limit ...)",
 		    a->cmd->name);
-	for (i = 0; i < a->nlimits; i++)
-		if (a->cost > a->limits[i].burst)
+	for (i = 0; i < a->nlimits; i++) {
+		const struct limit *l = &a->limits[i];
+		char per[64];
+
+		if (a->cost <= l->burst)
+			continue;
+		if (a->nlimits > 1) {
+			/* --burst is refused beside several limits: name
+			 * the one at fault, and what would make room */
+			output_duration(per, sizeof(per), l->period);
 			return answer_usage(ans,
-			    "--cost: %lld is more than the %s of %lld, "
-			    "so it could never be allowed; lower --cost "
-			    "or raise %s",
-			    (long long)a->cost,
-			    a->limits[i].algo->takes_burst ? "burst" : "limit",
-			    (long long)a->limits[i].burst,
-			    a->limits[i].algo->takes_burst ? "--burst"
-							   : "the limit");
+			    "--cost: %lld is more than --limit %lld/%s "
+			    "allows at once (%lld), so it could never be "
+			    "allowed; lower --cost or raise that limit's "
+			    "count",
+			    (long long)a->cost, (long long)l->count, per,
+			    (long long)l->burst);
+		}
+		return answer_usage(ans,
+		    "--cost: %lld is more than the %s of %lld, "
+		    "so it could never be allowed; lower --cost "
+		    "or raise %s",
+		    (long long)a->cost,
+		    l->algo->takes_burst ? "burst" : "limit",
+		    (long long)l->burst,
+		    l->algo->takes_burst ? "--burst" : "the limit");
+	}
 	return 0;
 }
 

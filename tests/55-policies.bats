@@ -198,6 +198,16 @@ load lib
 	[[ "$output" == *'"limits":[{"limit":2,"period":1,"burst":2,"allowed":true,'*'{"limit":5,"period":60,"burst":5,"allowed":false,"remaining":0,"retry_after":9.5,'* ]]
 }
 
+@test "compound limits: a cost no limit could allow names that limit, not --burst" {
+	run --separate-stderr at 0 consume k --limit 100/1h --limit 5/1m --cost 10
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+	[[ "$stderr" == *"--cost: 10 is more than --limit 5/1m allows at once (5)"*"raise that limit's count"* ]]
+	[[ "$stderr" != *"--burst"* ]]
+	run at 0 check k --limit 100/1h --limit 5/1m
+	[ "$status" -eq 0 ]
+}
+
 @test "compound limits: ;-joined, inspect shows each, release gives back to all" {
 	at 0 consume k --limit '2/1s;5/1m' --cost 2
 	run at 0 inspect k
