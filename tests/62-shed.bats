@@ -66,6 +66,10 @@ prob() {
 	at 0 shed k --utilization 1
 	run at 1000 shed k --utilization 1 --format json
 	[ "$(field shedding_amount "$output")" = 0 ]
+	# a gap between delay and ramp is capped too: 60s counts as 28s
+	at 0 shed k2 --utilization 1
+	run at 60 shed k2 --utilization 1 --format json
+	[ "$(field shedding_amount "$output")" = 0 ]
 }
 
 @test "--seed makes the draw reproducible; without it the draw varies" {
