@@ -89,6 +89,44 @@ expect() {
 	[ "$ok" -eq 4 ]
 }
 
+@test "hybrid: a window ends at its exact instant, and a smooth wait is never short" {
+	H=(h --limit 4/60s --algorithm hybrid)
+	at 0 consume "${H[@]}" --cost 2
+	run at 59.999999 consume "${H[@]}" --cost 4
+	[ "$status" -eq 1 ]
+	run at 60 consume "${H[@]}" --cost 4
+	[ "$status" -eq 0 ]
+	# smooth mode earns a unit every 1/3 s: 333333.33us, so the wait
+	# from 1.000333 is 333000.33us, shown rounded up, never down
+	S=(s --limit 3/1s --algorithm hybrid)
+	at 0 consume "${S[@]}" --cost 3
+	at 1 consume "${S[@]}"
+	run --separate-stderr at 1.000333 consume "${S[@]}" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 0.334 ]
+	run at 1.333333 consume "${S[@]}"
+	[ "$status" -eq 1 ]
+	run at 1.333334 consume "${S[@]}"
+	[ "$status" -eq 0 ]
+}
+
+@test "sliding-window: a release of a sub-window's whole count leaves the key usable" {
+	S=(s --limit 5/60s --algorithm sliding-window)
+	at 0 consume "${S[@]}" --cost 2
+	at 0 consume "${S[@]}" --cost 1
+	at 1 consume "${S[@]}" --cost 2
+	run at 2 release "${S[@]}" --cost 2
+	[ "$status" -eq 0 ]
+	run --separate-stderr at 2 consume "${S[@]}" --cost 2 --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+	run at 2 release "${S[@]}" --cost 5
+	[ "$status" -eq 0 ]
+	run --separate-stderr at 2 consume "${S[@]}" --cost 5 --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+}
+
 @test "twice the rate: hybrid admits N in the first window, gcra more" {
 	for algo in hybrid gcra; do
 		ok=0
