@@ -44,6 +44,19 @@ load lib
 	[ "$status" -eq 0 ]
 }
 
+@test "a wait that is not a whole microsecond is rounded up, never down" {
+	# 3/1s: a unit every 333333.33us; from 0.000333 the wait is
+	# 333000.33us, which a script must not be told is 0.333s
+	at 0 consume g --limit 3/1s --cost 3
+	run --separate-stderr at 0.000333 consume g --limit 3/1s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 0.334 ]
+	run at 0.333333 consume g --limit 3/1s
+	[ "$status" -eq 1 ]
+	run at 0.333334 consume g --limit 3/1s
+	[ "$status" -eq 0 ]
+}
+
 @test "seed 002: credit pool 1/1m burst 100, costs 20, 20, 20 then 2" {
 	run at 0 check pool --limit 1/1m --burst 100 --cost 0 --format json
 	[ "$status" -eq 0 ]

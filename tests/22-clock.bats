@@ -91,6 +91,27 @@ YEAR=$((365 * 86400))
 	[ "$status" -eq 0 ]
 }
 
+@test "a step back of exactly the horizon is waited out; a microsecond more moves the state" {
+	# 1/60s: the horizon is the period
+	at 1000 consume a --limit 1/60s
+	run --separate-stderr at 940 consume a --limit 1/60s --format json
+	[ "$(field retry_after "$output")" = 120 ]
+	at 1000 consume a2 --limit 1/60s
+	run --separate-stderr at 939.999999 consume a2 --limit 1/60s --format json
+	[ "$(field retry_after "$output")" = 60 ]
+	# a burst smaller than N: the horizon is still the period, not 0.2s
+	at 1000 consume b --limit 10/1s --burst 2 --cost 2
+	run --separate-stderr at 999.5 consume b --limit 10/1s --burst 2 --format json
+	[ "$(field retry_after "$output")" = 0.6 ]
+	# a burst larger than N: 4/3 s, rounded up to 1.333334s
+	at 1000 consume c --limit 3/1s --burst 4 --cost 4
+	run --separate-stderr at 998.666666 consume c --limit 3/1s --burst 4 --format json
+	[ "$(field retry_after "$output")" = 1.667 ]
+	at 1000 consume c2 --limit 3/1s --burst 4 --cost 4
+	run --separate-stderr at 998.666665 consume c2 --limit 3/1s --burst 4 --format json
+	[ "$(field retry_after "$output")" = 0.334 ]
+}
+
 @test "hybrid: a step back within the window, then forward, admits no more than without it" {
 	# 4/60s: without the step, 4 in the window that began at 1000; the
 	# step back to 950 used to start the window again there, ending it
