@@ -830,6 +830,11 @@ wal_cycle() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"state.db: can be written by others (owner 0, mode 0666)"*"chmod go-w"* ]]
 	cmp state.db state.db.orig
+	chmod 620 state.db
+	run at 2 consume k --limit 1/1h
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"state.db: can be written by others (owner 0, mode 0620)"* ]]
+	cmp state.db state.db.orig
 	chmod 600 state.db
 	chown 65534 state.db
 	run at 2 consume k --limit 1/1h

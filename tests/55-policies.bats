@@ -57,6 +57,11 @@ load lib
 	run at 5 consume loginx
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"no limit for this key"*"policy"* ]]
+	# a one-letter policy governs its keys too
+	"$THROTTLE" policy set a --limit 1/1m
+	at 5 consume a:b
+	run at 5 consume a:b
+	[ "$status" -eq 1 ]
 }
 
 @test "command-line options override the policy's, one by one" {
