@@ -63,6 +63,15 @@ load lib
 	run -127 --separate-stderr "$THROTTLE" run c --concurrency 1 -- no-such-command-here
 	[ "$status" -eq 127 ]
 	[[ "$stderr" == *"no-such-command-here: No such file or directory"* ]]
+	# a path through a file is not found either (ENOTDIR), not 126
+	touch "$TMP/plain"
+	run -127 "$THROTTLE" run c --concurrency 1 -- "$TMP/plain/cmd"
+	[ "$status" -eq 127 ]
+	# the job gets SIGPIPE back at its default, though the wrapper
+	# ignores it: a shell cannot undo a signal ignored at its start
+	run "$THROTTLE" run c --concurrency 1 -- sh -c 'kill -PIPE $$; echo survived'
+	[ "$status" -eq 141 ]
+	[ -z "$output" ]
 	run "$THROTTLE" inspect c
 	[ "$status" -eq 1 ]
 }
