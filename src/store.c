@@ -572,7 +572,7 @@ decode_limit(struct store *st, const char *key, size_t keylen, const char *p,
 	}
 	if (r == -1)
 		return bad_record(st, key, keylen,
-		    "has a state this throttle cannot read");
+		    "has a state not in throttle's encoding");
 	if (nslots > 0) {
 		/* one pass: a sub-window takes at least two bytes */
 		rec->state.slots = xcalloc(nslots / 2 + 1, sizeof(struct slot));
@@ -631,7 +631,7 @@ store_load(struct store *st, const char *key, size_t keylen, int idx,
 		if (strlen(st->rec[i].id) != 1 || st->rec[i].id[0] < '0' ||
 		    st->rec[i].id[0] >= '0' + LIMITS_MAX)
 			return bad_record(st, key, keylen,
-			    "has a limit index this throttle cannot read");
+			    "has a limit index not in throttle's encoding");
 		if (st->rec[i].id[0] == id[0])
 			c = &st->rec[i];
 		else if (st->rec[i].id[0] > id[0])
@@ -708,7 +708,7 @@ store_lockout_get(struct store *st, const char *key, size_t keylen,
 		return 0;
 	if (record_lockout_decode(c->data, c->len, k) == -1)
 		return bad_record(st, key, keylen,
-		    "has a lockout this throttle cannot read");
+		    "has a lockout not in throttle's encoding");
 	if (lockout_check(k, &why) == -1)
 		return bad_record(st, key, keylen, why);
 	return 0;
@@ -761,7 +761,7 @@ lockout_each(void *arg, const char *key, size_t keylen, int kind,
 		w->bad = 1;
 		return bad_record(w->st, key,
 		    keylen > KEY_MAX ? KEY_MAX : keylen,
-		    "has a lockout this throttle cannot read");
+		    "has a lockout not in throttle's encoding");
 	}
 	if (lockout_check(&k, &why) == -1) {
 		w->bad = 1;
@@ -791,7 +791,7 @@ decode_lease(struct store *st, const char *key, size_t keylen, const char *id,
 
 	if (record_lease_decode(id, idlen, p, len, l) == -1)
 		return bad_lease(st, key, keylen, id, idlen,
-		    "has a lease this throttle cannot read");
+		    "has a lease not in throttle's encoding");
 	if (lease_check(l, &why) == -1)
 		return bad_lease(st, key, keylen, id, idlen, why);
 	return 0;
@@ -940,7 +940,7 @@ store_shed_load(struct store *st, const char *key, size_t keylen,
 		return 0;
 	if (record_shed_decode(c->data, c->len, amount, changed_at) == -1)
 		return bad_record(st, key, keylen,
-		    "has a shedder this throttle cannot read");
+		    "has a shedder not in throttle's encoding");
 	if (shed_check(*amount, *changed_at, &why) == -1)
 		return bad_record(st, key, keylen, why);
 	return 1;
@@ -969,7 +969,7 @@ shed_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 		w->bad = 1;
 		return bad_record(w->st, key,
 		    keylen > KEY_MAX ? KEY_MAX : keylen,
-		    "has a shedder this throttle cannot read");
+		    "has a shedder not in throttle's encoding");
 	}
 	if (shed_check(amount, changed_at, &why) == -1) {
 		w->bad = 1;
@@ -1346,7 +1346,7 @@ rec_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 		    "has a name of a length throttle never writes");
 	else if (idlen != 1 || id[0] < '0' || id[0] >= '0' + LIMITS_MAX)
 		r = bad_record(w->st, key, keylen,
-		    "has a limit index this throttle cannot read");
+		    "has a limit index not in throttle's encoding");
 	else if ((r = decode_limit(w->st, key, keylen, data, len, rec)) == 0) {
 		rec->idx = id[0] - '0';
 		if ((r = checked_limit(w->st, rec)) == 0) {

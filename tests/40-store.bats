@@ -973,7 +973,6 @@ wal_cycle() {
 	command -v timeout >/dev/null || skip "needs timeout (coreutils)"
 	at 1 consume k --limit 1000/1h
 	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
-	cp state.db good.db
 	mkfifo fifo
 	printf 'my notes\nline two\n' >notes.txt
 	cp notes.txt notes.orig
@@ -1310,6 +1309,26 @@ wal_cycle() {
 	[ "$status" -eq 0 ]
 	run at 1 verify
 	[ "$status" -eq 0 ]
+}
+
+@test "verify reads lockouts and shedders too: one a command cannot read is exit 3" {
+	needs_sqlite
+	command -v sqlite3 >/dev/null || skip "needs the sqlite3 shell"
+	at 1 consume a --limit 1/1m --lockout 5m
+	at 1 consume a --limit 1/1m --lockout 5m || true
+	at 1 shed s --utilization 0.5
+	run at 1 verify
+	[ "$status" -eq 0 ]
+	for kind in 2 4; do
+		rm -f bad.db*
+		sqlite3 state.db ".backup bad.db"
+		sqlite3 bad.db "UPDATE rec SET data = CAST('nan 1' AS BLOB) WHERE kind = $kind"
+		cp bad.db bad.orig
+		run --separate-stderr at 1 verify --db bad.db
+		[ "$status" -eq 3 ] || { echo "kind $kind: $status $stderr"; return 1; }
+		[[ "$stderr" == *"bad.db: the key '"[as]"' has a "*"not in throttle's encoding"* ]]
+		cmp bad.db bad.orig
+	done
 }
 
 @test "reset, release and renew on a state file that is not there make none, and say so" {

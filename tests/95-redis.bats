@@ -287,7 +287,7 @@ while True:
 	rcli hset 'throttle:{j}' k0 "gcra 1 2 three" >/dev/null
 	run --separate-stderr "$THROTTLE" consume j --limit 1/1s
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"state this throttle cannot read"* ]]
+	[[ "$stderr" == *"state not in throttle's encoding"* ]]
 	[ "$(rcli hget 'throttle:{j}' k0)" = "gcra 1 2 three" ]
 	run "$THROTTLE" reset j
 	[ "$status" -eq 0 ]
