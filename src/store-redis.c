@@ -1302,17 +1302,48 @@ add_string(struct rs *rs, struct khash *h, const redisReply *r, char tag)
 	return 1;
 }
 
-/* The server's TIME, from its reply. */
+/* A string of 1 to 18 digits, as a number; -1 if it is not one. */
+static int64_t
+digits(const redisReply *r)
+{
+	int64_t v = 0;
+	size_t i;
+
+	if (r->type != REDIS_REPLY_STRING || r->len == 0 || r->len > 18)
+		return -1;
+	for (i = 0; i < r->len; i++) {
+		if (r->str[i] < '0' || r->str[i] > '9')
+			return -1;
+		v = v * 10 + (r->str[i] - '0');
+	}
+	return v;
+}
+
+/*
+ * A TIME reply as microseconds: 0, or -1 if it is not two strings of
+ * digits, seconds and microseconds, within the years a time may be (a
+ * server or proxy answering garbage is not a clock to decide by).
+ */
+static int
+time_reply(const redisReply *r, int64_t *us)
+{
+	int64_t sec, usec;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+	    (sec = digits(r->element[0])) < 0 ||
+	    (usec = digits(r->element[1])) < 0 || usec >= US_PER_SEC ||
+	    sec >= TIME_MAX / US_PER_SEC)
+		return -1;
+	*us = sec * US_PER_SEC + usec;
+	return 0;
+}
+
+/* The server's TIME, from its reply (none if it is not a time). */
 static void
 take_time(struct rs *rs, const redisReply *r)
 {
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    r->element[1]->type != REDIS_REPLY_STRING)
-		return;
-	rs->time = strtoll(r->element[0]->str, NULL, 10) * US_PER_SEC +
-	    strtoll(r->element[1]->str, NULL, 10);
-	rs->has_time = 1;
+	if (time_reply(r, &rs->time) == 0)
+		rs->has_time = 1;
 }
 
 /*
@@ -2555,15 +2586,11 @@ rs_now(void *p, int64_t *now)
 			    "reading the server's clock: no node answered");
 		return -1;
 	}
-	if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-	    r->element[0]->type != REDIS_REPLY_STRING ||
-	    r->element[1]->type != REDIS_REPLY_STRING) {
+	if (time_reply(r, now) == -1) {
 		reply_err(rs, NULL, "reading the server's clock");
 		freeReplyObject(r);
 		return -1;
 	}
-	*now = strtoll(r->element[0]->str, NULL, 10) * US_PER_SEC +
-	    strtoll(r->element[1]->str, NULL, 10);
 	freeReplyObject(r);
 	rs->time = *now;
 	rs->has_time = 1;

@@ -180,6 +180,49 @@ while True:
 	[[ "$output" == '{"key":"k","allowed":true,"algorithm":"gcra",'* ]]
 }
 
+@test "redis: a TIME reply that is no time is refused, exit 3 whatever --on-error says" {
+	command -v python3 >/dev/null || skip "needs python3 for a server whose clock answers garbage"
+	start_redis
+	# a unix socket that passes everything on, and turns the server's
+	# TIME replies into ["abc", "-5"]
+	python3 -c 'import re, socket, sys, threading
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+T = re.compile(rb"\*2\r\n\$1[0-9]\r\n[0-9]+\r\n\$[0-9]\r\n[0-9]+\r\n")
+def pump(a, b, bad):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d:
+                break
+            if bad:
+                d = T.sub(b"*2\r\n$3\r\nabc\r\n$2\r\n-5\r\n", d)
+            b.sendall(d)
+    except OSError:
+        pass
+    a.close()
+    b.close()
+while True:
+    c, _ = s.accept()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(sys.argv[2])
+    threading.Thread(target=pump, args=(c, u, False), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c, True), daemon=True).start()' "$TMP/time.sock" "$SOCK" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/time.sock" ] && break; sleep 0.1; done
+	unset THROTTLE_NOW
+	export THROTTLE_DB="unix://$TMP/time.sock"
+	for cmd in "consume k --limit 1/1m" "acquire j --concurrency 1 --ttl 1h"; do
+		run --separate-stderr "$THROTTLE" --on-error allow $cmd
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output $stderr"; return 1; }
+		[[ "$stderr" == *"the server's clock"* ]] || { echo "$cmd: $stderr"; return 1; }
+	done
+	# nothing was written
+	run --separate-stderr "$THROTTLE" --db "unix://$SOCK" inspect --format json
+	[ -z "$output" ]
+}
+
 @test "redis: a socket that answers in another protocol is named as not Redis" {
 	command -v python3 >/dev/null || skip "needs python3 for a server that is not Redis"
 	# an HTTP server where Redis was meant to be (the same for a TLS port)
