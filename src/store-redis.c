@@ -702,7 +702,8 @@ log_in(struct rs *rs, const char *user, const char *password, const char *who)
 
 /*
  * A unix:// socket that failed to connect for a reason that is no outage:
- * this user may not use it, or what is at the path is not a socket.  1
+ * this user may not use it, or what is at the path is not a socket (or
+ * could never be one).  1
  * with the error set, or 0.
  */
 static int
@@ -723,6 +724,14 @@ unix_misconf(struct rs *rs, const struct node *nd)
 		set_err(rs,
 		    "cannot connect: %s is not a socket; check the URL's "
 		    "path",
+		    nd->host);
+		return 1;
+	}
+	/* a path through a file: no server's socket is ever there */
+	if (strcmp(nd->c->errstr, strerror(ENOTDIR)) == 0) {
+		set_err(rs,
+		    "cannot connect: %s: a folder of the path is a file; "
+		    "check the URL's path",
 		    nd->host);
 		return 1;
 	}

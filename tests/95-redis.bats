@@ -287,6 +287,11 @@ while True:
 		[[ "$stderr" == *"nosock is not a socket; check the URL's path"* ]]
 		rm -rf "$TMP/nosock"
 	done
+	# a path through a file (ENOTDIR): no socket can ever be there
+	touch "$TMP/plain"
+	run --separate-stderr "$THROTTLE" --db "unix://$TMP/plain/redis.sock" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ] || { echo "$status $stderr"; return 1; }
+	[[ "$stderr" == *"plain/redis.sock: a folder of the path is a file; check the URL's path"* ]]
 	# a socket that is not there yet: the server may be starting
 	run --separate-stderr "$THROTTLE" --db "unix://$TMP/nosock" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 0 ]
