@@ -286,6 +286,10 @@ struct sq {
 	int readonly; /* STORE_READ: opened to read only */
 	int missing; /* no file (1), or an empty one (2), and none made
 		      * (STORE_READ, STORE_EXISTING): a store with no keys */
+	int existing; /* STORE_EXISTING: makes no file of its own */
+	int found_empty; /* this transaction found an empty SQLite
+			  * database, which it reads as a store with no
+			  * keys and leaves so (a reader, or STORE_EXISTING) */
 	int lockfd; /* an immutable reader's read lock, or -1 */
 	int turnfd; /* a writer's own descriptor of the file for its turn
 		       (promise 8), or -1: closed only after SQLite's, since
@@ -1791,6 +1795,7 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 	sq->errlen = errlen;
 	sq->lock_timeout = lock_timeout;
 	sq->readonly = (oflags & STORE_READ) != 0;
+	sq->existing = (oflags & STORE_EXISTING) != 0;
 	sq->lockfd = sq->turnfd = -1;
 	if (snprintf(sq->path, sizeof(sq->path), "%s", path) >=
 		(int)sizeof(sq->path) ||
@@ -1997,8 +2002,9 @@ verify(struct sq *sq, int write)
 		return -1;
 
 	if (app == 0 && version == 0 && tables == 0) {
-		if (!write) {
-			sq->empty = 1;
+		if (!write || sq->existing) {
+			/* nothing to read or give back: left as it is */
+			sq->empty = sq->found_empty = 1;
 			return 0;
 		}
 		sq->created = 1;
@@ -2065,7 +2071,7 @@ sq_begin(void *p, int write)
 		sq->in_txn = 1;
 		return 0;
 	}
-	sq->empty = sq->created = sq->guarded = 0;
+	sq->empty = sq->created = sq->guarded = sq->found_empty = 0;
 	if (write && sq->readonly) {
 		set_err(sq, "is open to read only; nothing was written");
 		return -1;
@@ -2399,11 +2405,11 @@ sq_verify(void *p, int quick)
 	size_t n = 0;
 	int rc, bad = 0;
 
-	if (sq->missing) {
+	if (sq->missing || sq->found_empty) {
 		set_err(sq,
 		    "%s: no decision has been stored in it yet "
 		    "(check --db or THROTTLE_DB)",
-		    sq->missing == 2 ? "is empty" : "does not exist");
+		    sq->missing == 1 ? "does not exist" : "is empty");
 		return -2;
 	}
 	if (sq->empty)
@@ -2540,7 +2546,7 @@ sq_missing(void *p)
 {
 	const struct sq *sq = p;
 
-	return sq->missing;
+	return sq->missing ? sq->missing : sq->found_empty ? 2 : 0;
 }
 
 const struct store_ops store_sqlite_ops = {

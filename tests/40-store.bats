@@ -1357,6 +1357,19 @@ wal_cycle() {
 	run "$THROTTLE" verify --db e.db
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"e.db: is empty"* ]]
+	# so is an empty SQLite database: those commands give it no schema
+	if command -v sqlite3 >/dev/null; then
+		sqlite3 s.db 'PRAGMA user_version=0; VACUUM'
+		cp s.db s.orig
+		for cmd in "inspect" "gc" "reset k" "release k --limit 5/1m" "release k --lease 0123456789abcdef" "renew k --lease 0123456789abcdef" "policy delete login" "policy list" "check k --limit 5/1m" "verify"; do
+			run --separate-stderr "$THROTTLE" $cmd --db s.db
+			cmp s.db s.orig || { echo "$cmd changed it"; return 1; }
+			[ ! -e s.db-wal ] && [ ! -e s.db-shm ] && [ ! -e s.db-journal ] || { echo "$cmd: $(ls s.db*)"; return 1; }
+		done
+		run "$THROTTLE" verify --db s.db
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"s.db: is empty"* ]]
+	fi
 	# and the first decision makes it a state file, as before
 	run at 1 consume k --limit 5/1m --db e.db
 	[ "$status" -eq 0 ]
