@@ -27,7 +27,8 @@
  *	   first transaction, and is taken only if it is empty (no tables);
  *	   otherwise it is refused, rolled back, and closed without the
  *	   checkpoint SQLite would otherwise run on close.
- *	4. Symbolic links are refused (SQLITE_OPEN_NOFOLLOW); SQLite opens
+ *	4. Symbolic links are refused (SQLITE_OPEN_NOFOLLOW), but for the
+ *	   folders on the path, which sqlite_path() resolves; SQLite opens
  *	   its files close-on-exec, so no child ever inherits the lock.
  *	5. Keys are bound as blobs, never spliced into SQL: any bytes work
  *	   and compare exactly.
@@ -1537,18 +1538,56 @@ foreign_tables(struct sq *sq)
 	return 1;
 }
 
+/* The unix VFS's MAX_PATHNAME: a longer absolute path cannot be opened. */
+#define SQLITE_PATH_MAX 512
+
+/* Nonzero if SQLite could not open path, as an absolute path too long:
+ * said before any folder is made for it. */
+static int
+too_long_for_sqlite(const char *path)
+{
+	char cwd[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
+		n += strlen(cwd) + 1;
+	return n > SQLITE_PATH_MAX;
+}
+
+/*
+ * The path SQLite is given: its folder's symbolic links resolved, the
+ * file's own name as given.  SQLite, told not to follow a link to the
+ * file, refuses a path with a link anywhere in it (a home folder or
+ * /var/lib that is a link to another disk); the file itself, and its
+ * -wal and -shm, are still refused as links, by SQLite and guarded_open().
+ */
+static void
+sqlite_path(const struct sq *sq, char *buf, size_t len)
+{
+	const char *base = strrchr(sq->path, '/');
+	char dir[PATH_MAX], real[PATH_MAX];
+
+	dir_of(sq->path, dir, sizeof(dir));
+	if (realpath(dir, real) == NULL ||
+	    snprintf(buf, len, "%s/%s", strcmp(real, "/") == 0 ? "" : real,
+		base != NULL ? base + 1 : sq->path) >= (int)len ||
+	    too_long_for_sqlite(buf))
+		snprintf(buf, len, "%s", sq->path);
+}
+
 static int
 sq_connect(struct sq *sq, int create, int immutable)
 {
-	char uri[PATH_MAX * 3 + 32];
+	char uri[PATH_MAX * 3 + 32], path[PATH_MAX + 1];
 	int flags =
 	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 
 	flags |= sq->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
 	if (create)
 		flags |= SQLITE_OPEN_CREATE;
+	sqlite_path(sq, path, sizeof(path));
 	if (immutable) {
-		if (immutable_uri(sq->path, uri, sizeof(uri)) == -1) {
+		if (immutable_uri(path, uri, sizeof(uri)) == -1) {
 			set_err(sq, "cannot be read: the path is too long");
 			return -1;
 		}
@@ -1557,8 +1596,8 @@ sq_connect(struct sq *sq, int create, int immutable)
 #ifdef THROTTLE_FAULT
 	faultvfs_register();
 #endif
-	guard_begin(sq->path);
-	if (sqlite3_open_v2(immutable ? uri : sq->path, &sq->db, flags, NULL) !=
+	guard_begin(path);
+	if (sqlite3_open_v2(immutable ? uri : path, &sq->db, flags, NULL) !=
 	    SQLITE_OK) {
 		if (sq->db == NULL)
 			set_err(sq, "cannot be opened: out of memory");
@@ -1762,22 +1801,6 @@ sq_unavailable(void *p)
 {
 	(void)p;
 	return 1;
-}
-
-/* The unix VFS's MAX_PATHNAME: a longer absolute path cannot be opened. */
-#define SQLITE_PATH_MAX 512
-
-/* Nonzero if SQLite could not open path, as an absolute path too long:
- * said before any folder is made for it. */
-static int
-too_long_for_sqlite(const char *path)
-{
-	char cwd[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (path[0] != '/' && getcwd(cwd, sizeof(cwd)) != NULL)
-		n += strlen(cwd) + 1;
-	return n > SQLITE_PATH_MAX;
 }
 
 static void *

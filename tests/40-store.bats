@@ -425,6 +425,37 @@ hot_journal() {
 	done
 }
 
+@test "a state file in a folder reached through a symbolic link is used; a link to the file is not" {
+	# a home folder or /var/lib that is a link to another disk
+	mkdir -m 700 real
+	ln -s real via
+	run at 1 consume k --limit 1/1m --db via/state.db
+	[ "$status" -eq 0 ]
+	[ -f real/state.db ]
+	run at 1 consume k --limit 1/1m --db via/state.db
+	[ "$status" -eq 1 ]
+	run at 1 consume k --limit 1/1m --db "$TMP/real/state.db"
+	[ "$status" -eq 1 ]
+	for cmd in "check k --limit 1/1m" "inspect k" "verify"; do
+		run at 1 $cmd --db via/state.db
+		[ "$status" -le 1 ] || { echo "$cmd: $status $output"; return 1; }
+	done
+	# a new file in a new folder under the link
+	run at 1 consume k --limit 1/1m --db via/sub/state.db
+	[ "$status" -eq 0 ]
+	[ -f real/sub/state.db ]
+	# the file itself, or its -wal, as a link: refused as ever
+	ln -s state.db real/link.db
+	run at 1 consume k --limit 1/1m --db via/link.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"via/link.db: is a symbolic link"* ]]
+	cp real/state.db real/w.db
+	ln -s state.db-wal real/w.db-wal
+	run at 1 consume k --limit 1/1m --db via/w.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"via/w.db: its -wal file is a symbolic link"* ]]
+}
+
 @test "a path too long for SQLite, or for the system, says so before making any folder" {
 	a=$(printf 'a%.0s' $(seq 250))
 	run at 1 consume k --limit 1/1s --db "$TMP/$a/$a/state.db"
