@@ -639,6 +639,17 @@ header_problem(const unsigned char *h, ssize_t n, uint32_t *app)
 	 */
 	if (*app != APPLICATION_ID && *app != 0)
 		return "foreign";
+	/* a newer throttle's file, as its header already says (a version
+	 * only grows): refused before SQLite makes -wal and -shm for it */
+	if (*app == APPLICATION_ID && be32(h + 60) > (uint32_t)SCHEMA_VERSION) {
+		static char newer[160];
+
+		snprintf(newer, sizeof(newer),
+		    "was written by a newer version of throttle (schema %lu; "
+		    "this one knows %d); upgrade throttle",
+		    (unsigned long)be32(h + 60), SCHEMA_VERSION);
+		return newer;
+	}
 	/* ... but not one in WAL mode (18, 19: 2) that has had a schema:
 	 * SQLite would make -wal and -shm files beside it to read it */
 	if (*app == 0 && be32(h + 40) != 0 && (h[18] == 2 || h[19] == 2))

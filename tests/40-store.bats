@@ -321,6 +321,17 @@ hot_journal() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"newer version of throttle (schema 99"* ]]
 	cmp state.db state.db.orig
+	# once its header says so, no -wal or -shm is made beside it either
+	sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	rm -f state.db-wal state.db-shm
+	cp state.db state.db.orig
+	for cmd in "consume k --limit 1/1s" "check k --limit 1/1s" inspect verify gc "reset k"; do
+		run at 2 $cmd
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output"; return 1; }
+		[[ "$output" == *"newer version of throttle (schema 99; this one knows "* ]]
+		[ ! -e state.db-wal ] && [ ! -e state.db-shm ] || { echo "$cmd made $(ls state.db*)"; return 1; }
+	done
+	cmp state.db state.db.orig
 }
 
 @test "a key whose stored state throttle never writes is refused, exit 3" {
