@@ -1092,6 +1092,18 @@ strict_modes(struct sq *sq)
 			slash[1] = '\0';
 		else
 			*slash = '\0';
+		if (lstat(dir, &sb) == 0 && S_ISLNK(sb.st_mode)) {
+			/* the folders a link leads through are not on this
+			 * walk: whoever may write one could swap the file */
+			set_err(sq,
+			    "is on a path through a symbolic link (%s); as "
+			    "root "
+			    "throttle refuses it, since it cannot check the "
+			    "folders a link leads through: give the path "
+			    "without links",
+			    dir);
+			return -1;
+		}
 		if (stat(dir, &sb) == -1) {
 			if (errno != ENOENT) {
 				set_err(sq, "cannot be checked: %s: %s", dir,
@@ -1571,19 +1583,29 @@ too_long_for_sqlite(const char *path)
  * file, refuses a path with a link anywhere in it (a home folder or
  * /var/lib that is a link to another disk); the file itself, and its
  * -wal and -shm, are still refused as links, by SQLite and guarded_open().
+ * Root's path has no link in its folders (strict_modes()), so it is
+ * given as it is.  0, or -1 with the error set.
  */
-static void
-sqlite_path(const struct sq *sq, char *buf, size_t len)
+static int
+sqlite_path(struct sq *sq, char *buf, size_t len)
 {
 	const char *base = strrchr(sq->path, '/');
 	char dir[PATH_MAX], real[PATH_MAX];
 
+	snprintf(buf, len, "%s", sq->path);
 	dir_of(sq->path, dir, sizeof(dir));
-	if (realpath(dir, real) == NULL ||
-	    snprintf(buf, len, "%s/%s", strcmp(real, "/") == 0 ? "" : real,
+	if (geteuid() == 0 || realpath(dir, real) == NULL)
+		return 0; /* no folder: SQLite says so */
+	if (snprintf(buf, len, "%s/%s", strcmp(real, "/") == 0 ? "" : real,
 		base != NULL ? base + 1 : sq->path) >= (int)len ||
-	    too_long_for_sqlite(buf))
-		snprintf(buf, len, "%s", sq->path);
+	    too_long_for_sqlite(buf)) {
+		set_err(sq,
+		    "the path, its links resolved (%.200s...), is longer "
+		    "than the %d bytes SQLite takes; give a shorter one",
+		    real, SQLITE_PATH_MAX);
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -1596,7 +1618,8 @@ sq_connect(struct sq *sq, int create, int immutable)
 	flags |= sq->readonly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
 	if (create)
 		flags |= SQLITE_OPEN_CREATE;
-	sqlite_path(sq, path, sizeof(path));
+	if (sqlite_path(sq, path, sizeof(path)) == -1)
+		return -1;
 	if (immutable) {
 		if (immutable_uri(path, uri, sizeof(uri)) == -1) {
 			set_err(sq, "cannot be read: the path is too long");
