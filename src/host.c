@@ -190,13 +190,18 @@ host_group_alive(int64_t pgid, int64_t start)
 enum owner_state
 host_owner_state(const struct host *me, const struct lease *l)
 {
-	int64_t start;
+	char pid[32], state = 'X';
+	int64_t start = 0, pgrp = 0;
 
 	if (l->pid == 0 || strcmp(l->host, me->name) != 0)
 		return OWNER_UNKNOWN;
 	if (strcmp(l->boot_id, me->boot_id) != 0)
 		return OWNER_DEAD; /* this host has rebooted since */
-	if (host_pid_start(l->pid, &start) == 0 && start == l->pid_start)
+	/* the same process, still running: a zombie has ended (a run
+	 * wrapper killed with -9, not yet reaped by its parent) */
+	snprintf(pid, sizeof(pid), "%lld", (long long)l->pid);
+	if (proc_stat(pid, &state, &pgrp, &start) == 0 &&
+	    start == l->pid_start && state != 'Z' && state != 'X')
 		return OWNER_ALIVE;
 	if (l->pgid > 0 && host_group_alive(l->pgid, l->pgid_start))
 		return OWNER_ALIVE;

@@ -118,6 +118,26 @@ load lib
 	[ "$status" -eq 0 ]
 }
 
+@test "an owner killed but not yet reaped (a zombie) holds no slot" {
+	# the inner sleep's parent becomes the outer one, which never reaps
+	# it: killed, it stays a zombie while the outer sleep lives
+	sh -c 'sleep 300 & echo $! >"$0"; exec sleep 300' "$TMP/zpid" 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -s "$TMP/zpid" ] && break; sleep 0.1; done
+	z=$(cat "$TMP/zpid")
+	"$THROTTLE" acquire k --concurrency 1 --owner "$z"
+	run "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 1 ]
+	kill -9 "$z"
+	for _ in $(seq 50); do
+		[ "$(awk '{print $3}' "/proc/$z/stat" 2>/dev/null)" = Z ] && break
+		sleep 0.1
+	done
+	[ "$(awk '{print $3}' "/proc/$z/stat")" = Z ]
+	run "$THROTTLE" acquire k --concurrency 1
+	[ "$status" -eq 0 ]
+}
+
 @test "a reused pid is not mistaken for the owner: start time must match" {
 	needs_sqlite
 	sleep 300 3>&- &
