@@ -366,6 +366,49 @@ readonly_fs_err(struct sq *sq)
 	    "nothing was changed: keep the state on a writable one (--db)");
 }
 
+/*
+ * A writer that may not write the state file, or the -wal or -shm beside
+ * it: said before SQLite opens it, which would make a -wal and -shm beside
+ * a file it cannot write, with that file's mode (a -shm of mode 0444 then
+ * refuses writers after the file is made writable).  A link or a missing
+ * file is left to the open, which says what it is.  0, or -1 with the
+ * error set.
+ */
+static int
+may_write(struct sq *sq)
+{
+	static const char *const side[] = { "", "-wal", "-shm" };
+	char p[PATH_MAX + 8];
+	struct stat sb;
+	size_t i;
+
+	for (i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
+		snprintf(p, sizeof(p), "%s%s", sq->path, side[i]);
+		if (lstat(p, &sb) == -1 || !S_ISREG(sb.st_mode) ||
+		    faccessat(AT_FDCWD, p, W_OK, AT_EACCESS) == 0)
+			continue;
+		if (errno == EROFS) {
+			readonly_fs_err(sq);
+			return -1;
+		}
+		if (errno != EACCES && errno != EPERM)
+			continue; /* the open will say */
+		if (i == 0)
+			set_err(sq,
+			    "cannot be written (permission denied); check the "
+			    "permissions of the file and its folder");
+		else
+			set_err(sq,
+			    "its %s file cannot be written (mode %04o), though "
+			    "the state file can: give it the state file's "
+			    "permissions, or remove it if no throttle is "
+			    "running",
+			    side[i], (unsigned)(sb.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
 /* Put SQLite's failure of step what into words a user can act on. */
 static void
 sql_err(struct sq *sq, const char *what)
@@ -1914,7 +1957,8 @@ again:
 			goto fail;
 		goto again;
 	}
-	if (sq_connect(sq, fresh, 0) == -1)
+	if ((!sq->readonly && !fresh && may_write(sq) == -1) ||
+	    sq_connect(sq, fresh, 0) == -1)
 		goto fail;
 	if (fresh &&
 	    (exec_sql(sq, "PRAGMA page_size=" STR(NEW_PAGE_SIZE)) == -1 ||

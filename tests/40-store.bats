@@ -509,10 +509,26 @@ hot_journal() {
 	rm -f "$db-wal" "$db-shm"
 	chmod 444 "$db"
 	cp "$db" "$TMP/orig.db"
-	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k2 --limit 1/1h --db "$db"
-	[ "$status" -eq 3 ]
-	[[ "$output" == *"state.db: cannot be "* ]]
-	cmp "$db" "$TMP/orig.db"
+	for cmd in "consume k2 --limit 1/1h" "reset k" "gc"; do
+		run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" $cmd --db "$db"
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $output"; return 1; }
+		[[ "$output" == *"state.db: cannot be written (permission denied); check the permissions of the file and its folder"* ]]
+		cmp "$db" "$TMP/orig.db"
+		# and nothing made beside it (a -shm of its mode 0444 would
+		# refuse writers once the file is made writable)
+		[ ! -e "$db-wal" ] && [ ! -e "$db-shm" ] || { echo "$cmd: $(ls -l "$db"*)"; return 1; }
+	done
+	# a reader may make them, with the file's mode: once the file is
+	# writable, a writer names the one it cannot write
+	"${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" check k --limit 1/1h --db "$db" || true
+	chmod 644 "$db"
+	if [ -e "$db-wal" ]; then
+		run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k2 --limit 1/1h --db "$db"
+		[ "$status" -eq 3 ]
+		[[ "$output" == *"state.db: its -wal file cannot be written (mode 0444), though the state file can"* ]] || { echo "$output"; return 1; }
+	fi
+	chmod 444 "$db"
+	rm -f "$db-wal" "$db-shm"
 	mkdir "$TMP/u/ro"
 	chmod 555 "$TMP/u/ro"
 	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/sub/state.db"
