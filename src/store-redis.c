@@ -727,12 +727,15 @@ unix_misconf(struct rs *rs, const struct node *nd)
 		    nd->host);
 		return 1;
 	}
-	/* a path through a file: no server's socket is ever there */
-	if (strcmp(nd->c->errstr, strerror(ENOTDIR)) == 0) {
-		set_err(rs,
-		    "cannot connect: %s: a folder of the path is a file; "
-		    "check the URL's path",
-		    nd->host);
+	/* a path through a file, or links in a loop: no server's socket
+	 * is ever there */
+	if (strcmp(nd->c->errstr, strerror(ENOTDIR)) == 0 ||
+	    strcmp(nd->c->errstr, strerror(ELOOP)) == 0) {
+		set_err(rs, "cannot connect: %s: %s; check the URL's path",
+		    nd->host,
+		    strcmp(nd->c->errstr, strerror(ELOOP)) == 0
+			? "its symbolic links go round in a loop"
+			: "a folder of the path is a file");
 		return 1;
 	}
 	return 0;
@@ -1330,8 +1333,9 @@ digits(const redisReply *r)
 
 /*
  * A TIME reply as microseconds: 0, or -1 if it is not two strings of
- * digits, seconds and microseconds, within the years a time may be (a
- * server or proxy answering garbage is not a clock to decide by).
+ * digits, seconds and microseconds, from the epoch to the year 10000, the
+ * times THROTTLE_NOW takes (a server or proxy answering garbage is not a
+ * clock to decide by).
  */
 static int
 time_reply(const redisReply *r, int64_t *us)
@@ -2596,7 +2600,9 @@ rs_now(void *p, int64_t *now)
 		return -1;
 	}
 	if (time_reply(r, now) == -1) {
-		reply_err(rs, NULL, "reading the server's clock");
+		reply_err(rs, NULL,
+		    "reading the server's clock: TIME did not answer seconds "
+		    "and microseconds");
 		freeReplyObject(r);
 		return -1;
 	}

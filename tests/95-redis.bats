@@ -216,10 +216,11 @@ while True:
 	for cmd in "consume k --limit 1/1m" "acquire j --concurrency 1 --ttl 1h"; do
 		run --separate-stderr "$THROTTLE" --on-error allow $cmd
 		[ "$status" -eq 3 ] || { echo "$cmd: $status $output $stderr"; return 1; }
-		[[ "$stderr" == *"the server's clock"* ]] || { echo "$cmd: $stderr"; return 1; }
+		[[ "$stderr" == *"reading the server's clock: TIME did not answer seconds and microseconds"* ]] || { echo "$cmd: $stderr"; return 1; }
 	done
 	# nothing was written
 	run --separate-stderr "$THROTTLE" --db "unix://$SOCK" inspect --format json
+	[ "$status" -eq 0 ]
 	[ -z "$output" ]
 }
 
@@ -292,6 +293,11 @@ while True:
 	run --separate-stderr "$THROTTLE" --db "unix://$TMP/plain/redis.sock" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 3 ] || { echo "$status $stderr"; return 1; }
 	[[ "$stderr" == *"plain/redis.sock: a folder of the path is a file; check the URL's path"* ]]
+	ln -s loop2 "$TMP/loop1"
+	ln -s loop1 "$TMP/loop2"
+	run --separate-stderr "$THROTTLE" --db "unix://$TMP/loop1/redis.sock" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ] || { echo "$status $stderr"; return 1; }
+	[[ "$stderr" == *"loop1/redis.sock: its symbolic links go round in a loop; check the URL's path"* ]]
 	# a socket that is not there yet: the server may be starting
 	run --separate-stderr "$THROTTLE" --db "unix://$TMP/nosock" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 0 ]
