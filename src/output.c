@@ -62,8 +62,9 @@ secs_up(int64_t us)
 /*
  * A wait as a person reads it, into buf (len >= 32); its length.  Under a
  * minute, seconds rounded up to the millisecond ("0.25s", "12.5s");
- * longer, whole days, hours, minutes and seconds, the seconds rounded up
- * ("23h59m59s", "1d2h"), where a fraction of a second no longer matters.
+ * longer, whole days, hours, minutes and seconds, the fraction of a
+ * second dropped ("23h59m59s" for 86399.833s, as issue 18 asks), where it
+ * no longer matters to a person; json and shell, for scripts, round up.
  */
 size_t
 output_human(char *buf, size_t len, int64_t us)
@@ -87,7 +88,7 @@ output_human(char *buf, size_t len, int64_t us)
 		buf[n] = '\0';
 		return n;
 	}
-	s = secs_up(us); /* waiting the time shown always succeeds */
+	s = us / US_PER_SEC;
 	for (i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
 		if (s < parts[i].s)
 			continue;

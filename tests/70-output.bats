@@ -98,13 +98,16 @@ THROTTLE_LEASES=0" ]
 	run at 100.0015 consume k --limit 3/60s --format json
 	[ "$(field retry_after "$output")" = 19.999 ]
 	[ "$(field reset_after "$output")" = 59.999 ]
-	# in text too, past a minute, where whole seconds are shown
+	# text, for a person: past a minute, whole seconds, the fraction
+	# dropped (issue 18: "retry in 23h59m59s", not "86399.833s")
+	at 2000 consume d --limit 1/1d
+	run --separate-stderr at 2000.167 consume d --limit 1/1d
+	[ "$stderr" = "throttle: d throttled, retry in 23h59m59s" ] || { echo "$stderr"; return 1; }
+	run --separate-stderr at 2000.167 consume d --limit 1/1d --format json
+	[ "$(field retry_after "$output")" = 86399.833 ]
 	at 1000 consume h --limit 1/90.5s
 	run --separate-stderr at 1000 consume h --limit 1/90.5s
-	[[ "$stderr" == *"retry in 1m31s" ]] || { echo "$stderr"; return 1; }
-	at 2000 consume d --limit 1/86400.000001s
-	run --separate-stderr at 2000 consume d --limit 1/86400.000001s
-	[[ "$stderr" == *"retry in 1d1s" ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"retry in 1m30s" ]] || { echo "$stderr"; return 1; }
 }
 
 @test "shell: eval-able variables, whole seconds rounded up" {
@@ -249,7 +252,7 @@ THROTTLE_LEASES=0" ]
 	[ "${lines[1]}" = "gcra           2/1s         2          -          -          -          -       c d" ]
 	[ "${lines[2]}" = "gcra           10/1m        9          -          5.5s       -          -       c d" ]
 	[ "${lines[3]}" = 'gcra           1/1s         0          0.5s       0.5s       -          -       esc\x1b[31m' ]
-	[ "${lines[4]}" = "-              -            -          -          -          10m        -       lock" ]
+	[ "${lines[4]}" = "-              -            -          -          -          9m59s      -       lock" ]
 	[ "${lines[5]}" = "-              -            -          -          -          -          2       jobs" ]
 	if grep -q $'\033' <<<"$output"; then return 1; fi
 }
