@@ -93,6 +93,9 @@ check_more() {
 	offers_is "$shell" "throttle consume login:a" "$colon"
 	run "${shell}_offers" "throttle run k --limit 1/1d -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after --: $output"; return 1; }
+	# a command found on PATH, not a shell's builtin (zsh's \$commands)
+	run "${shell}_offers" "throttle run k --limit 1/1d -- slee"
+	[[ "$(echo $output)" == *sleep* ]] || { echo "$shell: a PATH command after --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -k -- tru"
 	[[ "$(echo $output)" == *true* && "$output" != *login* ]] || { echo "$shell: after -- -KEY --: $output"; return 1; }
 	run "${shell}_offers" "throttle run --limit 1/1d -- -job:nightly -- tru"
