@@ -43,6 +43,14 @@ shed_params_ok(const struct shed_params *p, const char **errstr)
 		*errstr = "needs a --ramp longer than zero";
 		return -1;
 	}
+	/* delay is also the most time counted per call: 0 would count
+	 * none, and nothing would ever be shed */
+	if (p->delay <= 0) {
+		*errstr =
+		    "needs a --delay longer than zero (it is also the most "
+		    "time counted per call, so 0 would never shed)";
+		return -1;
+	}
 	if (p->delay / p->ramp >= SHED_REST_MAX) {
 		*errstr = "needs a --delay less than a million times --ramp";
 		return -1;

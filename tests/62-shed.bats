@@ -102,6 +102,11 @@ prob() {
 	run at 1 shed k2 --utilization 0.5 --ramp 0
 	[ "$status" -eq 2 ]
 	[ "$output" = "throttle: shed: --good-below 0.7, --bad-above 0.8, --delay 28s, --ramp 0s: needs a --ramp longer than zero" ]
+	# --delay is also the most time counted per call: 0 would never shed
+	run at 1 shed k2 --utilization 5 --delay 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--delay 0s, --ramp 2m: needs a --delay longer than zero"* ]]
+	[ -z "$(at 1 inspect k2 2>/dev/null)" ]
 }
 
 @test "--utilization auto reads PSI, else the load average per CPU" {
