@@ -13,6 +13,14 @@ ROOT=$BATS_TEST_DIRNAME/..
 	[ "$output" = "" ]
 }
 
+@test "man renders both pages at 80 columns without a warning" {
+	command -v man >/dev/null || skip "needs man (apt-get install man-db)"
+	for page in throttle.1 pam_throttle.8; do
+		MANWIDTH=80 man -l "$ROOT/man/$page" >/dev/null 2>"$TMP/err"
+		[ ! -s "$TMP/err" ] || { echo "$page:"; cat "$TMP/err"; return 1; }
+	done
+}
+
 @test "every command and option in --help is in the man page and each completion" {
 	command -v mandoc >/dev/null || skip "needs mandoc (apt-get install mandoc)"
 	run sh "$ROOT/tests/lint-names"
