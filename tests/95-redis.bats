@@ -52,6 +52,40 @@ asleep() {
 	wait_until unanswered || { echo "the server never stopped answering"; return 1; }
 }
 
+# relay SOCK MODE: a unix socket at SOCK that passes everything to this
+# test's server and back, but for MODE: cut-exec closes the link when a
+# client sends EXEC; bad-time turns the server's TIME replies into
+# ["abc", "-5"].  Waits until it listens.
+relay() {
+	python3 -c 'import re, socket, sys, threading
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+mode = sys.argv[3]
+T = re.compile(rb"\*2\r\n\$1[0-9]\r\n[0-9]+\r\n\$[0-9]\r\n[0-9]+\r\n")
+def pump(a, b, up):
+    try:
+        while True:
+            d = a.recv(65536)
+            if not d or (up and mode == "cut-exec" and b"EXEC" in d):
+                break
+            if not up and mode == "bad-time":
+                d = T.sub(b"*2\r\n$3\r\nabc\r\n$2\r\n-5\r\n", d)
+            b.sendall(d)
+    except OSError:
+        pass
+    a.close()
+    b.close()
+while True:
+    c, _ = s.accept()
+    u = socket.socket(socket.AF_UNIX)
+    u.connect(sys.argv[2])
+    threading.Thread(target=pump, args=(c, u, True), daemon=True).start()
+    threading.Thread(target=pump, args=(u, c, False), daemon=True).start()' "$1" "$SOCK" "$2" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$1" ] && break; sleep 0.1; done
+}
+
 @test "redis: the README's example decides the same as on a file" {
 	start_redis
 	for n in 1 2 3; do at 1000 consume login:alice --limit 3/60s; done
@@ -143,31 +177,8 @@ asleep() {
 @test "redis: a batch group whose EXEC is cut off answers as --on-error maps it, fields and all" {
 	command -v python3 >/dev/null || skip "needs python3 for a link that breaks at EXEC"
 	start_redis
-	# a unix socket that passes everything to the server, and closes
-	# the link when a client sends EXEC
-	python3 -c 'import socket, sys, threading
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
-s.listen(8)
-def pump(a, b, cut):
-    try:
-        while True:
-            d = a.recv(65536)
-            if not d or (cut and b"EXEC" in d):
-                break
-            b.sendall(d)
-    except OSError:
-        pass
-    a.close()
-    b.close()
-while True:
-    c, _ = s.accept()
-    u = socket.socket(socket.AF_UNIX)
-    u.connect(sys.argv[2])
-    threading.Thread(target=pump, args=(c, u, True), daemon=True).start()
-    threading.Thread(target=pump, args=(u, c, False), daemon=True).start()' "$TMP/cut.sock" "$SOCK" 2>/dev/null 3>&- &
-	track $!
-	for _ in $(seq 50); do [ -S "$TMP/cut.sock" ] && break; sleep 0.1; done
+	# a link to the server that breaks when a client sends EXEC
+	relay "$TMP/cut.sock" cut-exec
 	export THROTTLE_DB="unix://$TMP/cut.sock"
 	run --separate-stderr "$THROTTLE" --on-error allow batch <<<"consume k --limit 5/1m"
 	[[ "$output" == '{"key":"k","allowed":true,"algorithm":"gcra","limit":5,"period":60,"burst":5,"cost":1,'*'"error":'*'"exit":0}' ]] || { echo "$output"; return 1; }
@@ -183,34 +194,8 @@ while True:
 @test "redis: a TIME reply that is no time is refused, exit 3 whatever --on-error says" {
 	command -v python3 >/dev/null || skip "needs python3 for a server whose clock answers garbage"
 	start_redis
-	# a unix socket that passes everything on, and turns the server's
-	# TIME replies into ["abc", "-5"]
-	python3 -c 'import re, socket, sys, threading
-s = socket.socket(socket.AF_UNIX)
-s.bind(sys.argv[1])
-s.listen(8)
-T = re.compile(rb"\*2\r\n\$1[0-9]\r\n[0-9]+\r\n\$[0-9]\r\n[0-9]+\r\n")
-def pump(a, b, bad):
-    try:
-        while True:
-            d = a.recv(65536)
-            if not d:
-                break
-            if bad:
-                d = T.sub(b"*2\r\n$3\r\nabc\r\n$2\r\n-5\r\n", d)
-            b.sendall(d)
-    except OSError:
-        pass
-    a.close()
-    b.close()
-while True:
-    c, _ = s.accept()
-    u = socket.socket(socket.AF_UNIX)
-    u.connect(sys.argv[2])
-    threading.Thread(target=pump, args=(c, u, False), daemon=True).start()
-    threading.Thread(target=pump, args=(u, c, True), daemon=True).start()' "$TMP/time.sock" "$SOCK" 2>/dev/null 3>&- &
-	track $!
-	for _ in $(seq 50); do [ -S "$TMP/time.sock" ] && break; sleep 0.1; done
+	# a link to the server whose TIME replies are no time
+	relay "$TMP/time.sock" bad-time
 	unset THROTTLE_NOW
 	export THROTTLE_DB="unix://$TMP/time.sock"
 	for cmd in "consume k --limit 1/1m" "acquire j --concurrency 1 --ttl 1h"; do
