@@ -54,7 +54,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct decision d;
 	struct limit other;
 	const char *err;
-	int64_t now, cost, n;
+	int64_t now, cost, n, ahead;
 	int i, nalgo = 0;
 
 	if (size < HEAD)
@@ -103,7 +103,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rec.written_at =
 	    now < TIME_MAX - 1 ? now + 1 + (int64_t)(cost % 1000) : now;
 	next.nslots = 0;
-	limit_carry(&rec.limit, &rec, 1, now, &next);
+	limit_carry(&rec.limit, &rec, 1, now, &next, &ahead);
+	must_be_valid(&rec.limit, &next);
+	/* saved earlier, moved back by some amount: carried forward again
+	 * to where it came from, still valid */
+	rec.written_at = now - (int64_t)(cost % 3600) * 1000000 > 0
+	    ? now - (int64_t)(cost % 3600) * 1000000
+	    : 0;
+	rec.ahead = (int64_t)(cost % 7200) * 1000000;
+	next.nslots = 0;
+	limit_carry(&rec.limit, &rec, 1, now, &next, &ahead);
 	must_be_valid(&rec.limit, &next);
 	return 0;
 }

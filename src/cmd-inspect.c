@@ -99,9 +99,9 @@ gather(const char *key, size_t keylen, const struct lockout *k, void *arg)
 static struct lockout
 lockout_of(const struct look *l, const char *key, size_t keylen)
 {
-	struct locked want = { (char *)(uintptr_t)key, keylen, { 0, 0 }, 0 },
+	struct locked want = { (char *)(uintptr_t)key, keylen, { 0, 0, 0 }, 0 },
 		      *e;
-	struct lockout none = { 0, 0 };
+	struct lockout none = { 0, 0, 0 };
 
 	if (l->a->key != NULL)
 		return l->lk;
@@ -322,6 +322,7 @@ show(const struct keyrec *rec, void *arg)
 	struct decision now, one;
 	struct kstate cur = { 0 }, next = { 0 };
 	struct lockout lk;
+	int64_t ahead;
 
 	if (l->n > 0 &&
 	    (l->keylen != rec->keylen ||
@@ -334,7 +335,7 @@ show(const struct keyrec *rec, void *arg)
 	next.slots = xcalloc(rec->state.nslots + 2, sizeof(*next.slots));
 	/* an ended lockout: the key starts afresh when next used */
 	limit_carry(&rec->limit, rec, lk.until == 0 || lk.until > l->c->now,
-	    l->c->now, &cur);
+	    l->c->now, &cur, &ahead);
 	rec->limit.algo->decide(&rec->limit, &cur, l->c->now, 0, &now, &next);
 	next.nslots = 0;
 	rec->limit.algo->decide(&rec->limit, &cur, l->c->now, 1, &one, &next);
@@ -467,7 +468,7 @@ look_all(struct ctx *c, struct look *l, struct answer *ans)
 			show_lockout(l, l->all[i].key, l->all[i].keylen,
 			    &l->all[i].lk);
 	if (c->format == FORMAT_TEXT) {
-		struct lockout none = { 0, 0 };
+		struct lockout none = { 0, 0, 0 };
 
 		for (i = 0; i < l->nheld; i++)
 			if (!l->held[i].shown)

@@ -199,7 +199,7 @@ keystate_carry(struct keywork *k, int64_t now)
 	for (i = 0; i < k->n; i++) {
 		k->w[i].cur.nslots = 0;
 		k->w[i].moved = limit_carry(&k->w[i].lim, &k->w[i].rec,
-		    k->w[i].found, now, &k->w[i].cur);
+		    k->w[i].found, now, &k->w[i].cur, &k->w[i].ahead);
 	}
 }
 
@@ -296,6 +296,8 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 		rec.state = how == SAVE_MOVED ? k->w[i].cur : k->w[i].next;
 		rec.rest_at = at + k->w[i].d.reset_after;
 		rec.written_at = c->now;
+		/* still on a clock stepped back: by how much */
+		rec.ahead = k->w[i].ahead;
 		if (store_save(c->store, &rec) == -1)
 			return ctx_fail(c, a);
 	}
@@ -329,6 +331,7 @@ keystate_restore(struct ctx *c, const struct keywork *k,
 		rec.state = ours->w[i].cur;
 		rec.rest_at = k->w[i].rec.rest_at;
 		rec.written_at = c->now;
+		rec.ahead = ours->w[i].ahead;
 		if (store_save(c->store, &rec) == -1)
 			return ctx_fail(c, a);
 	}

@@ -63,6 +63,8 @@ lockout_check(const struct lockout *k, const char **errstr)
 	*errstr = "has a lockout out of range";
 	if (k->since < 0 || k->since > TIME_MAX || k->until < 0)
 		return -1;
+	if (k->ahead < 0 || k->ahead > TIME_MAX)
+		return -1;
 	if (k->until != LOCKOUT_NEVER &&
 	    (k->until > TIME_MAX + DURATION_MAX ||
 		(k->until != 0 && k->until < k->since)))

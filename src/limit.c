@@ -81,17 +81,32 @@ limit_same(const struct limit *a, const struct limit *b)
  * longer than twice its own limit allows from now.  A smaller step is
  * left to the algorithm, which waits it out: moving the state for every
  * small step back (racing callers, NTP slewing) would hand back a little
- * allowance each time the clock wobbles.  1 if the state was moved (save
- * it even on a refusal, or the next call moves it again), else 0.
+ * allowance each time the clock wobbles.
+ *
+ * A state moved back keeps, in *ahead (saved as rec.ahead), how far it
+ * was moved, so that written_at + ahead is the clock it came from, and
+ * time that passes on the clock stepped back is counted on it.  Once the
+ * clock is back within the horizon of that (stepped forward again, as a
+ * clock put right is), the state is moved forward by as much (to now, if
+ * the clock is not quite back there), so that what was charged before
+ * the step and during it still counts: a step back and forward again
+ * admits no more than the limit.  (If the clock instead runs on until it
+ * gets there, the key may wait up to twice its horizon then, as after a
+ * step back: it cannot tell the two apart.)
+ *
+ * 1 if the state was moved either way (save it even on a refusal, or the
+ * next call moves it again), else 0.
  */
 int
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
-    int64_t now, struct kstate *out)
+    int64_t now, struct kstate *out, int64_t *ahead)
 {
+	int64_t horizon = limit_horizon(l), by;
 	size_t i;
 
 	memset(out->v, 0, sizeof(out->v));
 	out->nslots = 0;
+	*ahead = 0;
 	if (!found || rec->limit.algo != l->algo)
 		return 0;
 	if (!limit_same(&rec->limit, l))
@@ -101,9 +116,30 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		for (i = 0; i < rec->state.nslots; i++)
 			out->slots[out->nslots++] = rec->state.slots[i];
 	}
-	if (rec->written_at <= now || rec->written_at - now <= limit_horizon(l))
+	if (rec->written_at > now && rec->written_at - now > horizon) {
+		by = rec->written_at - now;
+		l->algo->shift(l, out, -by);
+		*ahead =
+		    rec->ahead < TIME_MAX - by ? rec->ahead + by : TIME_MAX;
+		return 1;
+	}
+	if (rec->ahead == 0)
 		return 0;
-	l->algo->shift(l, out, now - rec->written_at);
+	if (now < rec->written_at + rec->ahead - horizon) {
+		*ahead = rec->ahead; /* still on the clock it stepped back to */
+		return 0;
+	}
+	/* where it came from, or now if that is sooner: a state is never put
+	 * further ahead of now than it was of the clock it was saved at */
+	by = now - rec->written_at < rec->ahead ? now - rec->written_at
+						: rec->ahead;
+	if (by > 0) {
+		l->algo->shift(l, out, by);
+		/* a record no throttle wrote (its times far off the clock
+		 * it says it was saved at): left where it was */
+		if (l->algo->valid(l, out) == -1)
+			l->algo->shift(l, out, -by);
+	}
 	return 1;
 }
 
@@ -154,7 +190,8 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 	if ((!rec->limit.algo->takes_granularity && rec->state.nslots != 0) ||
 	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1 ||
 	    rec->rest_at < 0 || rec->written_at < 0 ||
-	    rec->written_at > TIME_MAX) {
+	    rec->written_at > TIME_MAX || rec->ahead < 0 ||
+	    rec->ahead > TIME_MAX) {
 		*errstr = "has a state out of range";
 		return -1;
 	}

@@ -74,21 +74,36 @@ rate_usable(const struct args *a, struct answer *ans)
  * The key's lockout as it stands at now: one begun later than now by more
  * than its own length (the clock was far ahead, or stepped far back) is
  * moved back by the difference, so it never lasts longer than twice its
- * length; a smaller step is waited out (see limit_carry()).  1 if moved
- * (save it).
+ * length; a smaller step is waited out (see limit_carry()).  As a limit's
+ * state does, a lockout moved back keeps how far (ahead), and is moved
+ * forward again once the clock is back within its length of where it
+ * began: a step back and forward again does not cut it short.  1 if moved
+ * either way (save it).
  */
 static int
 lockout_carry(struct lockout *k, int64_t now)
 {
-	int64_t back;
+	int64_t by, len;
 
-	if (k->until == 0 || k->since <= now || k->until == LOCKOUT_NEVER ||
-	    k->since - now <= k->until - k->since)
+	if (k->until == 0 || k->until == LOCKOUT_NEVER)
 		return 0;
-	back = k->since - now;
-	if (k->until != LOCKOUT_NEVER)
-		k->until = k->until - back > now ? k->until - back : now;
-	k->since = now;
+	len = k->until - k->since;
+	if (k->since > now && k->since - now > len) {
+		by = k->since - now;
+		k->ahead = k->ahead < TIME_MAX - by ? k->ahead + by : TIME_MAX;
+		k->until = k->until - by > now ? k->until - by : now;
+		k->since = now;
+		return 1;
+	}
+	if (k->ahead == 0 || now < k->since + k->ahead - len)
+		return 0;
+	/* to where it began, or to now if that is sooner (limit_carry()) */
+	if ((by = now - k->since < k->ahead ? now - k->since : k->ahead) > 0 &&
+	    k->until <= TIME_MAX + DURATION_MAX - by) {
+		k->until += by;
+		k->since += by;
+	}
+	k->ahead = 0;
 	return 1;
 }
 
@@ -180,6 +195,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		 * rolls it back with the rest) */
 		k->lk_started = d->retry_after > 0 ? d->retry_after : 1;
 		lk->since = t;
+		lk->ahead = 0;
 		lk->until = a->lockout == LOCKOUT_FOREVER ? LOCKOUT_NEVER
 							  : t + a->lockout;
 		lk_moved = 1;

@@ -129,7 +129,7 @@ record_int(char *buf, int64_t v)
 size_t
 record_limit_encode(const struct keyrec *rec, char *buf)
 {
-	int64_t v[4 + STATE_FIELDS + 2];
+	int64_t v[4 + STATE_FIELDS + 3];
 	size_t n = strlen(rec->limit.algo->name);
 	int i, k = 0;
 
@@ -142,6 +142,8 @@ record_limit_encode(const struct keyrec *rec, char *buf)
 		v[k++] = rec->state.v[i];
 	v[k++] = rec->rest_at;
 	v[k++] = rec->written_at;
+	if (rec->ahead != 0) /* moved back with the clock */
+		v[k++] = rec->ahead;
 	for (i = 0; i < k; i++) {
 		buf[n++] = ' ';
 		n += record_int(buf + n, v[i]);
@@ -190,9 +192,15 @@ record_limit_decode(const char *p, size_t len, struct keyrec *rec,
 		rec->state.v[i] = v[4 + i];
 	rec->rest_at = v[4 + STATE_FIELDS];
 	rec->written_at = 0; /* throttle 0.1 wrote none */
+	rec->ahead = 0; /* none unless moved back with the clock */
 	if (off < len && p[off] == ' ') {
 		off++;
 		if (number(p, len, &off, &rec->written_at) == -1)
+			return -1;
+	}
+	if (off < len && p[off] == ' ') {
+		off++;
+		if (number(p, len, &off, &rec->ahead) == -1)
 			return -1;
 	}
 	if (off == len)
@@ -204,10 +212,14 @@ record_limit_decode(const char *p, size_t len, struct keyrec *rec,
 	return 0;
 }
 
-/* Encode a lockout into buf (at least 48 bytes); its length. */
+/* Encode a lockout into buf (at least 72 bytes); its length. */
 size_t
 record_lockout_encode(const struct lockout *k, char *buf)
 {
+	if (k->ahead != 0) /* moved back with the clock */
+		return (size_t)sprintf(buf, "%lld %lld %lld",
+		    (long long)k->until, (long long)k->since,
+		    (long long)k->ahead);
 	return (size_t)sprintf(buf, "%lld %lld", (long long)k->until,
 	    (long long)k->since);
 }
@@ -218,12 +230,17 @@ record_lockout_decode(const char *p, size_t len, struct lockout *k)
 {
 	size_t off = 0;
 
-	k->since = 0;
+	k->since = k->ahead = 0;
 	if (number(p, len, &off, &k->until) == -1)
 		return -1;
 	if (off < len && p[off] == ' ') {
 		off++;
 		if (number(p, len, &off, &k->since) == -1)
+			return -1;
+	}
+	if (off < len && p[off] == ' ') {
+		off++;
+		if (number(p, len, &off, &k->ahead) == -1)
 			return -1;
 	}
 	return off == len ? 0 : -1;

@@ -719,7 +719,7 @@ int
 store_lockout_put(struct store *st, const char *key, size_t keylen,
     const struct lockout *k)
 {
-	char buf[64];
+	char buf[72];
 	size_t n = record_lockout_encode(k, buf);
 
 	changed(st, key, keylen);

@@ -142,6 +142,7 @@ struct lease {
 struct lockout {
 	int64_t since; /* us; 0: not known (an older file) */
 	int64_t until; /* us; 0: none */
+	int64_t ahead; /* moved back with the clock: by how much (0: not) */
 };
 #define LOCKOUT_NEVER INT64_MAX
 #define LOCKOUT_FOREVER (-1) /* --lockout never, in struct args */
@@ -168,6 +169,9 @@ struct keyrec {
 	struct kstate state;
 	int64_t rest_at; /* when the key is back at rest (for gc) */
 	int64_t written_at; /* the clock when it was saved; 0: not known */
+	int64_t ahead; /* a state moved back with the clock: by how much in
+			  all (so written_at + ahead is where it came from);
+			  0: not moved */
 	int more; /* store_load(): the key has limits past idx */
 };
 
@@ -563,6 +567,7 @@ struct work {
 	int found;
 	int at; /* the place its state was found in (-1: none) */
 	int moved; /* limit_carry() moved the state: save it even if refused */
+	int64_t ahead; /* what limit_carry() says to save as rec.ahead */
 };
 /* Every limit of one key. */
 struct keywork {
@@ -616,7 +621,7 @@ int limit_validate(const struct limit *, const char **);
 int64_t limit_horizon(const struct limit *);
 int limit_same(const struct limit *, const struct limit *);
 int limit_carry(const struct limit *, const struct keyrec *, int, int64_t,
-    struct kstate *);
+    struct kstate *, int64_t *);
 int limit_check_record(const struct keyrec *, const char **);
 int limit_combine(const struct decision *, int, struct decision *);
 int limit_settle(const struct limitspec *, const char *, struct limit *, int *,

@@ -150,3 +150,63 @@ YEAR=$((365 * 86400))
 	run at 3 verify
 	[ "$status" -eq 0 ]
 }
+
+@test "every algorithm: a step back and forward again admits no more than the limit, a refusal during the step and all" {
+	for algo in $ALGOS; do
+		for t in 100000 100000 100000; do
+			run at $t consume "s-$algo" --limit 3/60s --algorithm "$algo"
+			[ "$status" -eq 0 ] || { echo "$algo t=$t: $status $output"; return 1; }
+		done
+		# a day back: refused, for no longer than the period
+		run --separate-stderr at $((100000 - 86400)) consume "s-$algo" --limit 3/60s --algorithm "$algo" --format json
+		[ "$status" -eq 1 ] || { echo "$algo back: $status $output"; return 1; }
+		retry=$(field retry_after "$output")
+		[ "${retry%.*}" -le 60 ] || { echo "$algo back: retry_after $retry"; return 1; }
+		# the clock put right: the three taken at 100000 still count
+		run at 100000 consume "s-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ] || { echo "$algo forward: $status $output"; return 1; }
+		run at 100000 check "s-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ] || { echo "$algo check: $status $output"; return 1; }
+		run at 100060 consume "s-$algo" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 0 ] || { echo "$algo a period on: $status $output"; return 1; }
+		run at 100060 verify
+		[ "$status" -eq 0 ] || { echo "$algo verify: $status $output"; return 1; }
+	done
+}
+
+@test "a key used while the clock is back drains, and what it took then counts when the clock is put right" {
+	for t in 1000 1000 1000; do at $t consume d --limit 3/60s; done
+	run at 0 consume d --limit 3/60s
+	[ "$status" -eq 1 ]
+	# on the stepped clock the key drains as time passes: one unit in 20s
+	run at 20 consume d --limit 3/60s
+	[ "$status" -eq 0 ]
+	run at 20 consume d --limit 3/60s
+	[ "$status" -eq 1 ]
+	run at 20 verify
+	[ "$status" -eq 0 ]
+	# put right 20s later (1020): the one taken on the stepped clock
+	# counts, so the next is 20s further on, not at once
+	run --separate-stderr at 1020 consume d --limit 3/60s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 20 ]
+	run at 1040 consume d --limit 3/60s
+	[ "$status" -eq 0 ]
+}
+
+@test "a lockout is not cut short by a step back and forward again" {
+	for t in 10000 10000 10000; do at $t consume L --limit 3/60s --lockout 600s; done
+	run at 10001 consume L --limit 3/60s --lockout 600s
+	[ "$status" -eq 1 ]
+	run --separate-stderr at 1 consume L --limit 3/60s --lockout 600s --format json
+	[ "$status" -eq 1 ]
+	retry=$(field retry_after "$output")
+	[ "${retry%.*}" -le 600 ] || { echo "retry_after $retry"; return 1; }
+	run --separate-stderr at 10002 consume L --limit 3/60s --lockout 600s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 599 ]
+	run at 10002 verify
+	[ "$status" -eq 0 ]
+	run at 10601 consume L --limit 3/60s --lockout 600s
+	[ "$status" -eq 0 ]
+}

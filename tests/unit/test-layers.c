@@ -58,6 +58,7 @@ leases(void)
 	    "a lease with no TTL and no owner is refused (it would never end)");
 
 	k.since = 100 * S;
+	k.ahead = 0;
 	k.until = 700 * S;
 	CHECK(lockout_check(&k, &why) == 0, "a lockout throttle writes passes");
 	k.until = 50 * S;
@@ -211,7 +212,7 @@ records(void)
 {
 	struct keyrec in, out;
 	struct slot slots[4];
-	struct lockout k = { 5 * S, 600 * S }, k2;
+	struct lockout k = { 5 * S, 600 * S, 0 }, k2;
 	struct lease l, l2;
 	char buf[4096];
 	const unsigned char *sl;
@@ -232,6 +233,18 @@ records(void)
 		out.state.v[0] == in.state.v[0] &&
 		out.written_at == in.written_at && nsl == 0,
 	    "a limit's record reads back as written: %.*s", (int)n, buf);
+	in.ahead = 5000 * S; /* moved back with the clock */
+	n = record_limit_encode(&in, buf);
+	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
+		out.written_at == in.written_at && out.ahead == in.ahead &&
+		limit_check_record(&out, &(const char *){ NULL }) == 0,
+	    "a moved limit's record keeps how far it was moved: %.*s", (int)n,
+	    buf);
+	in.ahead = 0;
+	n = record_limit_encode(&in, buf);
+	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
+		out.ahead == 0,
+	    "an unmoved one writes none");
 	memcpy(buf, "quantum", 7);
 	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == -2,
 	    "an unknown algorithm is told apart from damage");
@@ -242,6 +255,13 @@ records(void)
 	CHECK(record_lockout_decode(buf, n, &k2) == 0 && k2.since == k.since &&
 		k2.until == k.until,
 	    "a lockout reads back as written");
+	k.ahead = 900 * S;
+	n = record_lockout_encode(&k, buf);
+	CHECK(record_lockout_decode(buf, n, &k2) == 0 && k2.ahead == k.ahead &&
+		k2.since == k.since &&
+		lockout_check(&k2, &(const char *){ NULL }) == 0,
+	    "a moved lockout keeps how far it was moved: %.*s", (int)n, buf);
+	k.ahead = 0;
 	CHECK(record_lockout_decode("600000000", 9, &k2) == 0 &&
 		k2.until == 600 * S && k2.since == 0,
 	    "a lockout of 0.1 (no since) still reads");

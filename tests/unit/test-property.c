@@ -102,6 +102,7 @@ struct seq {
 	struct keyrec rec;
 	int found;
 	int64_t now, longest;
+	int64_t ahead; /* what limit_carry() said to save as rec.ahead */
 	int failed;
 };
 
@@ -126,6 +127,7 @@ save(struct seq *q, const struct limit *l, const struct kstate *next)
 	q->rec.limit = *l;
 	copy_state(&q->rec.state, next, saved);
 	q->rec.written_at = q->now;
+	q->rec.ahead = q->ahead;
 	q->found = 1;
 	if (limit_check_record(&q->rec, &err) == -1)
 		fail(q, "saved a record limit_check_record() refuses");
@@ -178,7 +180,7 @@ step(struct seq *q, struct limit *l)
 		if (horizon(l) > q->longest)
 			q->longest = horizon(l);
 	}
-	moved = limit_carry(l, &q->rec, q->found, q->now, &cur);
+	moved = limit_carry(l, &q->rec, q->found, q->now, &cur, &q->ahead);
 	if (l->algo->valid(l, &cur) == -1)
 		fail(q, "limit_carry() gave a state valid() refuses");
 	if (kind <= 6) {
@@ -248,7 +250,7 @@ examples(void)
 		struct decision d;
 
 		q.now = times[i] * S;
-		limit_carry(&l, &q.rec, q.found, q.now, &cur);
+		limit_carry(&l, &q.rec, q.found, q.now, &cur, &q.ahead);
 		l.algo->decide(&l, &cur, q.now, 1, &d, &next);
 		if (d.allowed)
 			save(&q, &l, &next);
@@ -266,12 +268,12 @@ examples(void)
 		l = (struct limit){ q.a, 3, 60 * S, 3,
 			q.a->takes_granularity ? S : 0 };
 		q.now = 1000 * S + YEAR;
-		limit_carry(&l, &q.rec, 0, q.now, &cur);
+		limit_carry(&l, &q.rec, 0, q.now, &cur, &q.ahead);
 		l.algo->decide(&l, &cur, q.now, 3, &d, &next);
 		save(&q, &l, &next);
 		q.now = 1001 * S;
 		cur.nslots = next.nslots = 0;
-		i = limit_carry(&l, &q.rec, 1, q.now, &cur);
+		i = limit_carry(&l, &q.rec, 1, q.now, &cur, &q.ahead);
 		l.algo->decide(&l, &cur, q.now, 1, &d, &next);
 		CHECK(i == 1 && !d.allowed && d.retry_after <= 60 * S &&
 			d.reset_after <= 2 * 60 * S,
