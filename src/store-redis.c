@@ -3967,11 +3967,14 @@ rs_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 }
 
 static int
-rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
+rs_tidy(void *p, unsigned mask, int64_t now, int64_t limit, const char *near,
+    size_t nearlen, int64_t *counts)
 {
 	struct rs *rs = p;
 	int r;
 
+	(void)near; /* a single decision's tidying does nothing here */
+	(void)nearlen;
 	rs->scanning = 1;
 	r = tidy_all(p, mask, now, limit, counts);
 	rescan_done(rs);

@@ -2418,15 +2418,25 @@ sq_scan(void *p, unsigned mask, store_scan_fn fn, void *arg)
 
 /*
  * Forget the records of the kinds in mask whose expiry has passed: all of
- * them (limit 0, counted by kind), or those among the first limit records
- * at or after a random key, which a write can afford and which over many
- * writes reaches every key.
+ * them (limit 0, counted by kind), or up to limit of those among the
+ * TIDY_LOOK * limit records at or after a random place, which a write can
+ * afford.  The place is the key near (one in use) cut at a random length,
+ * then random bytes: a place drawn from random bytes alone lands after a
+ * gap in the keys (before "login:" ...) far more often than inside a run
+ * of them, and keys in use there (not at rest) hid every key behind them
+ * from it for good.  Near keys in use, over many writes it reaches every
+ * key.
  */
+#define TIDY_LOOK 4
+
 static int
-sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
+sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, const char *near,
+    size_t nearlen, int64_t *counts)
 {
 	struct sq *sq = p;
 	sqlite3_stmt *stmt;
+	unsigned char from[KEY_MAX + 8];
+	size_t cut;
 	uint64_t r;
 	int kind;
 
@@ -2435,13 +2445,21 @@ sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	if (limit > 0) {
 		if ((stmt = prep(sq,
 			 "DELETE FROM rec WHERE (key, kind, id) IN"
-			 " (SELECT key, kind, id FROM rec WHERE key >= :from"
-			 " ORDER BY key LIMIT :limit)"
-			 " AND (:mask >> kind) & 1 AND expires <= :now",
+			 " (SELECT key, kind, id FROM"
+			 " (SELECT key, kind, id, expires FROM rec"
+			 " WHERE key >= :from ORDER BY key LIMIT :look)"
+			 " WHERE (:mask >> kind) & 1 AND expires <= :now"
+			 " LIMIT :limit)",
 			 "forgetting keys at rest")) == NULL)
 			return -1;
+		if (nearlen > KEY_MAX)
+			nearlen = KEY_MAX;
+		cut = nearlen > 0 ? (size_t)(host_random() % (nearlen + 1)) : 0;
+		memcpy(from, near, cut);
 		r = host_random();
-		if (bind_blob(sq, stmt, ":from", &r, sizeof(r)) == -1 ||
+		memcpy(from + cut, &r, sizeof(r));
+		if (bind_blob(sq, stmt, ":from", from, cut + sizeof(r)) == -1 ||
+		    bind_i64(sq, stmt, ":look", TIDY_LOOK * limit) == -1 ||
 		    bind_i64(sq, stmt, ":limit", limit) == -1 ||
 		    bind_i64(sq, stmt, ":mask", mask) == -1 ||
 		    bind_i64(sq, stmt, ":now", now) == -1) {

@@ -1378,8 +1378,9 @@ store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
 
 /*
  * Forget rate state at rest, ended lockouts and shedders long idle:
- * everything (limit 0) or a few records from a random place; the number
- * of limits forgotten, or -1.
+ * everything (limit 0) or a few records from a random place near the key
+ * last read (where keys are being used, so anywhere in the file over
+ * time); the number of limits forgotten, or -1.
  */
 int64_t
 store_tidy(struct store *st, int64_t now, int64_t limit)
@@ -1391,7 +1392,7 @@ store_tidy(struct store *st, int64_t now, int64_t limit)
 	if (st->ops->tidy(st->impl,
 		REC_MASK(REC_LIMIT) | REC_MASK(REC_LOCKOUT) |
 		    REC_MASK(REC_SHED),
-		now, limit, counts) == -1)
+		now, limit, st->key, limit > 0 ? st->keylen : 0, counts) == -1)
 		return -1;
 	st->tidied_lockouts = counts[REC_LOCKOUT];
 	st->tidied_sheds = counts[REC_SHED];

@@ -798,10 +798,11 @@ struct store_ops {
 	/* every record of the kinds in mask, in key order */
 	int (*scan)(void *, unsigned, store_scan_fn, void *);
 	/* forget records of the kinds in mask whose expiry has passed: all
-	 * of them (limit 0) or about limit from a random place; counts by
-	 * kind.  A store that checks at commit runs its own transactions:
-	 * call it outside any other. */
-	int (*tidy)(void *, unsigned, int64_t, int64_t, int64_t *);
+	 * of them (limit 0) or at most limit from a random place, near the
+	 * key given (if any); counts by kind.  A store that checks at commit
+	 * runs its own transactions: call it outside any other. */
+	int (*tidy)(void *, unsigned, int64_t, int64_t, const char *, size_t,
+	    int64_t *);
 	int (*now)(void *, int64_t *); /* the store's clock, or NULL */
 	/* check every page (quick: less thoroughly), or NULL: none to do */
 	int (*verify)(void *, int);
