@@ -5,7 +5,10 @@
  * day (its load long out of date).  consume tidies a few
  * rows on every write as well, so a busy state file stays bounded without
  * anyone running gc.  gc changes rows all over the file, so it checks the
- * whole file first, and leaves a corrupt one as it is.
+ * whole file first, and leaves a corrupt one as it is: every page
+ * (quick_check), and every record read as a command would read it, so a
+ * record no command would trust (edited, damaged, or a newer throttle's)
+ * is never forgotten on the strength of its expiry alone.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +47,37 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
+/* Every record is read, and checked, by the walks themselves. */
+static int
+read_limit(const struct keyrec *rec, void *arg)
+{
+	(void)rec;
+	(void)arg;
+	return 0;
+}
+
+static int
+read_lockout(const char *key, size_t keylen, const struct lockout *k, void *arg)
+{
+	(void)key;
+	(void)keylen;
+	(void)k;
+	(void)arg;
+	return 0;
+}
+
+static int
+read_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
+    void *arg)
+{
+	(void)key;
+	(void)keylen;
+	(void)amount;
+	(void)changed_at;
+	(void)arg;
+	return 0;
+}
+
 static int
 gc_body(struct ctx *c, void *arg, struct answer *ans)
 {
@@ -57,8 +91,11 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 	if (store_missing(c->store, NULL, 0))
 		return 0; /* no file (none is made): nothing to forget */
 	if (store_verify(c->store, 1) == -1 ||
-	    (d->keys = store_tidy(c->store, c->now, 0)) == -1 ||
-	    store_lease_list(c->store, NULL, 0, collect, d) == -1)
+	    store_list(c->store, read_limit, NULL) == -1 ||
+	    store_lockout_list(c->store, read_lockout, NULL) == -1 ||
+	    store_shed_list(c->store, read_shed, NULL) == -1 ||
+	    store_lease_list(c->store, NULL, 0, collect, d) == -1 ||
+	    (d->keys = store_tidy(c->store, c->now, 0)) == -1)
 		return ctx_fail(c, ans);
 	d->lockouts = store_tidied_lockouts(c->store);
 	d->sheds = store_tidied_sheds(c->store);

@@ -1294,6 +1294,29 @@ wal_cycle() {
 	[[ "$output" == *"state.db: ok, 150 keys and 0 leases" ]]
 }
 
+@test "gc leaves a file holding a record no command would read as it is, and names the key" {
+	needs_sqlite
+	# a limit's record with an algorithm this throttle does not know, a
+	# lockout's and a shedder's with bytes none writes: each at rest by
+	# its expiry, which gc must not take on trust
+	for what in "b:1:gcrx" "a:2:x" "a:4:zz"; do
+		IFS=: read -r key kind junk <<<"$what"
+		rm -f state.db*
+		at 1000 consume b --limit 5/1h -q
+		at 1000 shed a --delay 1s --utilization 0.5 >/dev/null
+		at 1000 consume a --limit 1/1h --lockout 1m -q
+		at 1000 consume a --limit 1/1h --lockout 1m -q 2>/dev/null || true
+		sqlite3 state.db "UPDATE rec SET data = CAST('$junk' AS BLOB) || data WHERE key = CAST('$key' AS BLOB) AND kind = $kind"
+		[ "$(sqlite3 state.db "SELECT count(*) FROM rec WHERE CAST(data AS TEXT) LIKE '$junk%'")" = 1 ]
+		sqlite3 state.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+		cp state.db state.orig
+		run at 100000 gc
+		[ "$status" -eq 3 ] || { echo "$what: gc $status $output"; return 1; }
+		[[ "$output" == *"'$key'"* ]] || { echo "$what: $output"; return 1; }
+		cmp state.db state.orig
+	done
+}
+
 @test "a reading command on a path with no file says it does not exist, and makes none" {
 	run --separate-stderr "$THROTTLE" inspect --db "$TMP/typo.db"
 	[ "$status" -eq 0 ]
