@@ -112,8 +112,15 @@ store_check_spec(const char *spec, const char **why)
 	    "-");
 
 	const char *t = spec + strspn(spec, " \t");
+	const struct scheme *sc = find_scheme(spec);
 
-	if (find_scheme(spec) != NULL)
+	if (sc != NULL && sc->ops == NULL) {
+		*why = "is a Redis URL, and this throttle was built without "
+		       "Redis support; rebuild it with make REDIS=1 (needs "
+		       "libhiredis-dev), or give a file path";
+		return -1;
+	}
+	if (sc != NULL)
 		return 0;
 	/* redis:pw@host, redis//h, redis+cluster//host, " redis://",
 	 * unix:/path: a Redis URL mistyped, which as a file would quietly
