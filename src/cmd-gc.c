@@ -47,37 +47,6 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
-/* Every record is read, and checked, by the walks themselves. */
-static int
-read_limit(const struct keyrec *rec, void *arg)
-{
-	(void)rec;
-	(void)arg;
-	return 0;
-}
-
-static int
-read_lockout(const char *key, size_t keylen, const struct lockout *k, void *arg)
-{
-	(void)key;
-	(void)keylen;
-	(void)k;
-	(void)arg;
-	return 0;
-}
-
-static int
-read_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
-    void *arg)
-{
-	(void)key;
-	(void)keylen;
-	(void)amount;
-	(void)changed_at;
-	(void)arg;
-	return 0;
-}
-
 static int
 gc_body(struct ctx *c, void *arg, struct answer *ans)
 {
@@ -91,9 +60,10 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 	if (store_missing(c->store, NULL, 0))
 		return 0; /* no file (none is made): nothing to forget */
 	if (store_verify(c->store, 1) == -1 ||
-	    store_list(c->store, read_limit, NULL) == -1 ||
-	    store_lockout_list(c->store, read_lockout, NULL) == -1 ||
-	    store_shed_list(c->store, read_shed, NULL) == -1 ||
+	    /* every record read and checked, none kept */
+	    store_list(c->store, NULL, NULL) == -1 ||
+	    store_lockout_list(c->store, NULL, NULL) == -1 ||
+	    store_shed_list(c->store, NULL, NULL) == -1 ||
 	    store_lease_list(c->store, NULL, 0, collect, d) == -1 ||
 	    (d->keys = store_tidy(c->store, c->now, 0)) == -1)
 		return ctx_fail(c, ans);

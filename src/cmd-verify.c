@@ -48,30 +48,6 @@ count_lease(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
-/* Lockouts and shedders are read (and checked) by the walk itself. */
-static int
-count_lockout(const char *key, size_t keylen, const struct lockout *k,
-    void *arg)
-{
-	(void)key;
-	(void)keylen;
-	(void)k;
-	(void)arg;
-	return 0;
-}
-
-static int
-count_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
-    void *arg)
-{
-	(void)key;
-	(void)keylen;
-	(void)amount;
-	(void)changed_at;
-	(void)arg;
-	return 0;
-}
-
 /*
  * Whether policy set would take a policy's options (spec) as they are:
  * they parse as its command line, their limits settle, and they pass its
@@ -142,8 +118,9 @@ verify_body(struct ctx *c, void *arg, struct answer *ans)
 	}
 	if (rc == -1 || store_list(c->store, count_key, t) == -1 ||
 	    store_lease_list(c->store, NULL, 0, count_lease, t) == -1 ||
-	    store_lockout_list(c->store, count_lockout, t) == -1 ||
-	    store_shed_list(c->store, count_shed, t) == -1 ||
+	    /* lockouts and shedders: read and checked, not counted */
+	    store_lockout_list(c->store, NULL, NULL) == -1 ||
+	    store_shed_list(c->store, NULL, NULL) == -1 ||
 	    store_policy_list(c->store, check_policy, t) == -1)
 		return ctx_fail(c, ans);
 	if (t->bad[0] != '\0') {

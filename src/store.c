@@ -774,10 +774,13 @@ lockout_each(void *arg, const char *key, size_t keylen, int kind,
 		w->bad = 1;
 		return bad_record(w->st, key, keylen, why);
 	}
-	return w->fn(key, keylen, &k, w->arg);
+	return w->fn != NULL ? w->fn(key, keylen, &k, w->arg) : 0;
 }
 
-/* Every lockout in the store, ended ones too: fn(key, keylen, k, arg). */
+/*
+ * Every lockout in the store, ended ones too: fn(key, keylen, k, arg); fn
+ * NULL: only read and check them.
+ */
 int
 store_lockout_list(struct store *st,
     int (*fn)(const char *, size_t, const struct lockout *, void *), void *arg)
@@ -982,12 +985,13 @@ shed_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 		w->bad = 1;
 		return bad_record(w->st, key, keylen, why);
 	}
-	return w->fn(key, keylen, amount, changed_at, w->arg);
+	return w->fn != NULL ? w->fn(key, keylen, amount, changed_at, w->arg)
+			     : 0;
 }
 
 /*
  * Every shedder in the store, in key order: fn(key, keylen, amount,
- * changed_at, arg).
+ * changed_at, arg); fn NULL: only read and check them.
  */
 int
 store_shed_list(struct store *st,
@@ -1357,7 +1361,7 @@ rec_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 	else if ((r = decode_limit(w->st, key, keylen, data, len, rec)) == 0) {
 		rec->idx = id[0] - '0';
 		if ((r = checked_limit(w->st, rec)) == 0) {
-			r = w->fn(rec, w->arg);
+			r = w->fn != NULL ? w->fn(rec, w->arg) : 0;
 			free(rec->state.slots);
 			free(rec);
 			return r;
@@ -1371,7 +1375,8 @@ rec_each(void *arg, const char *key, size_t keylen, int kind, const char *id,
 
 /*
  * Call fn for every key's limits in key order, each checked as
- * store_load() checks it; stop early if fn returns nonzero.
+ * store_load() checks it; stop early if fn returns nonzero.  fn NULL:
+ * only read and check them.
  */
 int
 store_list(struct store *st, int (*fn)(const struct keyrec *, void *),
