@@ -72,6 +72,7 @@ struct reply {
 	char *key; /* for an error line if the group fails */
 	size_t keylen;
 	int rc;
+	int decides; /* --on-error maps its store error (ctx_init()) */
 	char *fb; /* under --on-error allow|deny: the members of the answer */
 	size_t fblen; /* a store error gets (but its error), or NULL */
 };
@@ -224,6 +225,7 @@ add_reply(struct group *g, char *text, size_t len, const char *key,
 	a->keylen = keylen;
 	a->key = dup_bytes(key, keylen);
 	a->rc = rc;
+	a->decides = 0;
 	a->fb = NULL;
 	a->fblen = 0;
 }
@@ -444,9 +446,12 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		args_free(&a);
 		return;
 	}
-	/* the batch's context: its store, in its group; JSON answers */
+	/* the batch's context: its store, in its group; JSON answers;
+	 * --on-error for a request that decides, as on its own */
 	c = *base;
 	c.format = FORMAT_JSON;
+	if (!a.cmd->decides)
+		c.on_error = ON_ERROR_FAIL;
 	answer_init(&ans);
 	cmd_answer(&c, &a, &ans);
 	tell(&c, g, &ans, lineno);
@@ -470,6 +475,7 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		    (size_t)(end - start), a.key ? a.key : "", a.keylen, rc);
 		keep_fallback(g, &c, &a, mem, membuf);
 	}
+	g->a[g->n - 1].decides = a.cmd->decides;
 	answer_free(&ans);
 	args_free(&a);
 }
@@ -552,9 +558,16 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		g->said = NULL;
 	}
 	if (!committed) {
+		/* what --on-error makes of it, if a request decides */
+		struct ctx said = *c;
+
+		for (i = 0; i < g->n && !g->a[i].decides; i++)
+			;
+		if (i == g->n)
+			said.on_error = ON_ERROR_FAIL;
 		said_again(g);
 		log_msg("%s; none of the last %d requests was kept%s", msg,
-		    g->n, ctx_state_note(c));
+		    g->n, ctx_state_note(&said));
 		free(g->said);
 		g->said = NULL;
 	}
@@ -564,7 +577,8 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		if (committed || a->rc == EXIT_USAGE) {
 			fwrite(a->text, 1, a->len, stdout);
 			rc = a->rc;
-		} else if ((rc = ctx_map(c, EXIT_STATE)) != EXIT_STATE &&
+		} else if ((rc = a->decides ? ctx_map(c, EXIT_STATE)
+					    : EXIT_STATE) != EXIT_STATE &&
 		    a->fb != NULL) {
 			/* as a single call answers a store error */
 			fputc('{', stdout);

@@ -306,6 +306,18 @@ load lib
 	run --separate-stderr "$THROTTLE" --on-error deny batch <<<"consume k --limit 1/1s"
 	[ "$status" -eq 0 ]
 	[[ "${lines[0]}" == '{"key":"k","allowed":false,'*'"exit":1}' ]]
+	# but not for inspect and reset, which report the store as it is:
+	# exit 3 whatever --on-error says, as on their own
+	run --separate-stderr "$THROTTLE" --on-error allow batch <<-EOF
+		inspect k
+		reset k
+		consume k --limit 1/1s
+	EOF
+	[ "$status" -eq 3 ]
+	[[ "${lines[0]}" == '{"key":"k","error":"'*"not a throttle state file"*'"exit":3}' ]]
+	[[ "${lines[1]}" == '{"key":"k","error":"'*"not a throttle state file"*'"exit":3}' ]]
+	[[ "${lines[2]}" == '{"key":"k","allowed":true,'*'"exit":0}' ]]
+	[ "$(grep -c "allowing anyway" <<<"$stderr")" -eq 1 ] || { echo "$stderr"; return 1; }
 	[ "$(sha256sum state.db)" = "$sum" ]
 	[ "$(sqlite3 state.db 'SELECT count(*) FROM sqlite_schema')" = 1 ]
 }
