@@ -147,24 +147,35 @@ cell_key(const struct look *l, const struct lockout *lk, int64_t held,
 
 /*
  * One row of the text table (its header first): the cells, then the key,
- * escaped, last.
+ * escaped, last.  Each cell starts at its column if the cells before it
+ * leave room, one space after them if not: a cell wider than its column
+ * (a limit of 1000000000/1d) pushes the next ones right only as far as
+ * it must, and the row is back in line at the first cell narrow enough.
  */
 static void
 text_row(struct look *l, const char *const cell[7], const char *key,
     size_t keylen)
 {
-	char *shown = escape_text_dup(key, keylen);
+	static const int col[8] = { 0, 15, 28, 39, 50, 61, 72, 80 };
+	char *shown = escape_text_dup(key, keylen), line[512];
 	struct record *r;
+	int i, at = 0, n, w;
 
 	if (!l->header) {
 		r = answer_record(l->ans, TEXT_LINE);
 		r->line = HEADER;
 		l->header = 1;
 	}
+	for (i = 0; i < 7; i++) {
+		w = col[i + 1] - 1 - at; /* to the next column, if room */
+		n = snprintf(line + at, sizeof(line) - (size_t)at, "%-*s ",
+		    w > 0 ? w : 0, cell[i]);
+		if (n < 0 || (size_t)n >= sizeof(line) - (size_t)at)
+			break; /* (cells are numbers and short words) */
+		at += n;
+	}
 	r = answer_record(l->ans, TEXT_LINE);
-	rec_line(l->ans, r, "%-14s %-12s %-10s %-10s %-10s %-10s %-7s %s",
-	    cell[0], cell[1], cell[2], cell[3], cell[4], cell[5], cell[6],
-	    shown);
+	rec_line(l->ans, r, "%.*s%s", at, line, shown);
 	free(shown);
 	answer_flush(l->ans);
 }

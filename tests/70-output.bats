@@ -257,6 +257,17 @@ THROTTLE_LEASES=0" ]
 	if grep -q $'\033' <<<"$output"; then return 1; fi
 }
 
+@test "inspect in text: a cell wider than its column moves the next ones only as far as it must" {
+	at 100 consume big --limit 1000000000/1d --cost 7
+	at 100 consume wide --limit 1000000000000/1d
+	at 100 consume small --limit 5/1m
+	run --separate-stderr at 100 inspect
+	[ "$status" -eq 0 ]
+	[ "${lines[1]}" = "gcra           1000000000/1d 999999993 -          0.001s     -          -       big" ]
+	[ "${lines[2]}" = "gcra           5/1m         4          -          12s        -          -       small" ]
+	[ "${lines[3]}" = "gcra           1000000000000/1d 999999999999 -    0.001s     -          -       wide" ]
+}
+
 @test "inspect of a compound key: one record in json and shell, the binding limit's" {
 	at 100 consume c --limit '2/1s;10/1m'
 	at 100 consume c --limit '2/1s;10/1m'
