@@ -561,7 +561,9 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		/* what --on-error makes of it, if a request decides */
 		struct ctx said = *c;
 
-		for (i = 0; i < g->n && !g->a[i].decides; i++)
+		for (i = 0;
+		     i < g->n && (!g->a[i].decides || g->a[i].rc == EXIT_USAGE);
+		     i++)
 			;
 		if (i == g->n)
 			said.on_error = ON_ERROR_FAIL;
