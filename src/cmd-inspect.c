@@ -91,6 +91,7 @@ gather(const char *key, size_t keylen, const struct lockout *k, void *arg)
 	memcpy(e->key, key, keylen);
 	e->keylen = keylen;
 	e->lk = *k;
+	lockout_carry(&e->lk, l->c->now); /* as a decision reads it now */
 	e->shown = 0;
 	return 0;
 }
@@ -268,7 +269,11 @@ show_lockout(struct look *l, const char *key, size_t keylen,
 static int
 show_locked(const char *key, size_t keylen, const struct lockout *k, void *arg)
 {
-	show_lockout(arg, key, keylen, k);
+	struct look *l = arg;
+	struct lockout now = *k;
+
+	lockout_carry(&now, l->c->now); /* as a decision reads it now */
+	show_lockout(l, key, keylen, &now);
 	return 0;
 }
 
@@ -514,6 +519,7 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 		return look_all(c, l, ans);
 	if (store_lockout_get(c->store, a->key, a->keylen, &l->lk) == -1)
 		return ctx_fail(c, ans);
+	lockout_carry(&l->lk, c->now); /* as a decision reads it now */
 	if (a->locked) {
 		show_lockout(l, a->key, a->keylen, &l->lk);
 		return 0;

@@ -203,6 +203,19 @@ keystate_carry(struct keywork *k, int64_t now)
 	}
 }
 
+/* How far the key's states were moved back with the clock: the most. */
+int64_t
+keystate_ahead(const struct keywork *k)
+{
+	int64_t most = 0;
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		if (k->w[i].ahead > most)
+			most = k->w[i].ahead;
+	return most;
+}
+
 /* Decide every limit for cost units at time at; then combine. */
 void
 keystate_decide(struct keywork *k, int64_t at, int64_t cost)
@@ -294,10 +307,13 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 		rec.idx = how == SAVE_MOVED ? k->w[i].at : i;
 		rec.limit = k->w[i].lim;
 		rec.state = how == SAVE_MOVED ? k->w[i].cur : k->w[i].next;
-		rec.rest_at = at + k->w[i].d.reset_after;
-		rec.written_at = c->now;
-		/* still on a clock stepped back: by how much */
+		/* still on a clock stepped back: by how much; and then it
+		 * is kept until at rest on the clock put right (gc must not
+		 * forget it while the clock is back, and a step forward
+		 * then find the key afresh) */
 		rec.ahead = k->w[i].ahead;
+		rec.rest_at = at + k->w[i].d.reset_after + rec.ahead;
+		rec.written_at = c->now;
 		if (store_save(c->store, &rec) == -1)
 			return ctx_fail(c, a);
 	}

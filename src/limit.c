@@ -87,12 +87,14 @@ limit_same(const struct limit *a, const struct limit *b)
  * was moved, so that written_at + ahead is the clock it came from, and
  * time that passes on the clock stepped back is counted on it.  Once the
  * clock is back within the horizon of that (stepped forward again, as a
- * clock put right is), the state is moved forward by as much (to now, if
- * the clock is not quite back there), so that what was charged before
- * the step and during it still counts: a step back and forward again
- * admits no more than the limit.  (If the clock instead runs on until it
- * gets there, the key may wait up to twice its horizon then, as after a
- * step back: it cannot tell the two apart.)
+ * clock put right is), the state is moved forward by all of it, so that
+ * what was charged before the step and during it still counts: a step
+ * back and forward again admits no more than the limit.  A clock not
+ * quite back there is then a step back smaller than the horizon, waited
+ * out as any is; moving the state only as far as now would hand the gap
+ * back as time that passed.  (If the clock instead runs on until it gets
+ * there, the key may wait up to twice its horizon then, as after a step
+ * back: it cannot tell the two apart.)
  *
  * 1 if the state was moved either way (save it even on a refusal, or the
  * next call moves it again), else 0.
@@ -129,10 +131,8 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		*ahead = rec->ahead; /* still on the clock it stepped back to */
 		return 0;
 	}
-	/* where it came from, or now if that is sooner: a state is never put
-	 * further ahead of now than it was of the clock it was saved at */
-	by = now - rec->written_at < rec->ahead ? now - rec->written_at
-						: rec->ahead;
+	/* back where it came from: at most the horizon ahead of now */
+	by = rec->ahead;
 	if (by > 0) {
 		l->algo->shift(l, out, by);
 		/* a record no throttle wrote (its times far off the clock

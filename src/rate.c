@@ -76,11 +76,11 @@ rate_usable(const struct args *a, struct answer *ans)
  * moved back by the difference, so it never lasts longer than twice its
  * length; a smaller step is waited out (see limit_carry()).  As a limit's
  * state does, a lockout moved back keeps how far (ahead), and is moved
- * forward again once the clock is back within its length of where it
- * began: a step back and forward again does not cut it short.  1 if moved
- * either way (save it).
+ * forward again, all the way, once the clock is back within its length of
+ * where it began: a step back and forward again does not cut it short.  1
+ * if moved either way (save it).
  */
-static int
+int
 lockout_carry(struct lockout *k, int64_t now)
 {
 	int64_t by, len;
@@ -97,9 +97,8 @@ lockout_carry(struct lockout *k, int64_t now)
 	}
 	if (k->ahead == 0 || now < k->since + k->ahead - len)
 		return 0;
-	/* to where it began, or to now if that is sooner (limit_carry()) */
-	if ((by = now - k->since < k->ahead ? now - k->since : k->ahead) > 0 &&
-	    k->until <= TIME_MAX + DURATION_MAX - by) {
+	/* back where it began (limit_carry()) */
+	if ((by = k->ahead) > 0 && k->until <= TIME_MAX + DURATION_MAX - by) {
 		k->until += by;
 		k->since += by;
 	}
@@ -195,7 +194,10 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		 * rolls it back with the rest) */
 		k->lk_started = d->retry_after > 0 ? d->retry_after : 1;
 		lk->since = t;
-		lk->ahead = 0;
+		/* begun on a clock stepped back (the limits' states were
+		 * moved back to it): as far from where they came from, so
+		 * that the clock put right finds it as long as it is */
+		lk->ahead = keystate_ahead(k);
 		lk->until = a->lockout == LOCKOUT_FOREVER ? LOCKOUT_NEVER
 							  : t + a->lockout;
 		lk_moved = 1;

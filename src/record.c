@@ -352,6 +352,16 @@ record_shed_decode(const char *p, size_t len, int64_t *amount, int64_t *changed)
 }
 
 /*
+ * When a lockout can be forgotten: when it ends, on the clock put right if
+ * it was moved back with the clock (ahead).
+ */
+int64_t
+record_lockout_expiry(const struct lockout *k)
+{
+	return k->until == LOCKOUT_NEVER ? RECORD_FOREVER : k->until + k->ahead;
+}
+
+/*
  * When a record can be forgotten, from its bytes: a limit when it is back
  * at rest, a lockout when it ends, a lease when it expires, a shedder a
  * day after it last changed; RECORD_FOREVER for a policy, a lease without
@@ -377,7 +387,7 @@ record_expiry(int kind, const char *p, size_t len)
 		if (record_lockout_decode(p, len, &k) == -1 ||
 		    k.until == LOCKOUT_NEVER)
 			break;
-		return k.until;
+		return record_lockout_expiry(&k);
 	case REC_LEASE:
 		if (record_lease_decode("0000000000000000", LEASE_ID_LEN, p,
 			len, &l) == -1 ||

@@ -731,7 +731,7 @@ store_lockout_put(struct store *st, const char *key, size_t keylen,
 
 	changed(st, key, keylen);
 	return st->ops->put(st->impl, key, keylen, REC_LOCKOUT, "", 0, buf, n,
-	    k->until == LOCKOUT_NEVER ? RECORD_FOREVER : k->until);
+	    record_lockout_expiry(k));
 }
 
 /* Lift the key's lockout. */

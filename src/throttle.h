@@ -587,11 +587,13 @@ void keystate_forget(struct keywork *);
 void keystate_lockout(struct answer *, struct record *, const struct lockout *,
     int64_t);
 int64_t lockout_left(const struct lockout *, int64_t);
+int lockout_carry(struct lockout *, int64_t);
 void keystate_init(struct keywork *, const char *, size_t);
 void keystate_free(struct keywork *);
 int keystate_load(struct ctx *, struct keywork *, const struct limit *, int,
     int, struct answer *);
 void keystate_carry(struct keywork *, int64_t);
+int64_t keystate_ahead(const struct keywork *);
 void keystate_decide(struct keywork *, int64_t, int64_t);
 void keystate_combine(struct keywork *);
 int keystate_storable(const struct keywork *);
@@ -752,6 +754,7 @@ record_lease_decode(const char *, size_t, const char *, size_t, struct lease *);
 size_t record_shed_encode(int64_t, int64_t, char *);
 int record_shed_decode(const char *, size_t, int64_t *, int64_t *);
 int64_t record_expiry(int, const char *, size_t);
+int64_t record_lockout_expiry(const struct lockout *);
 
 /* store.c */
 #define STORE_RETRY 1

@@ -210,3 +210,88 @@ YEAR=$((365 * 86400))
 	run at 10601 consume L --limit 3/60s --lockout 600s
 	[ "$status" -eq 0 ]
 }
+
+@test "every algorithm: gc while the clock is back, or once it is put right, forgets no state or lockout it moved" {
+	for algo in $ALGOS; do
+		k="g-$algo" l="gl-$algo"
+		for t in 100000 100000 100000; do
+			at $t consume "$k" --limit 3/60s --algorithm "$algo"
+			at $t consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		done
+		run at 100000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ]
+		# moved back to a clock a day behind (refused)
+		run at 13600 consume "$k" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ]
+		run at 13600 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ]
+		# their times on the stepped clock have passed once it is put
+		# right: gc there must keep them until at rest on it
+		run at 100001 gc
+		[ "$status" -eq 0 ]
+		run at 100001 consume "$k" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ] || { echo "$algo: gc forgot the moved state"; return 1; }
+		run at 100001 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ] || { echo "$algo: gc forgot the moved lockout"; return 1; }
+		run at 100001 verify
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "every algorithm: a lockout begun while the clock is back lasts its length once the clock is put right" {
+	for algo in $ALGOS; do
+		k="b-$algo"
+		for t in 100000 100000 100000; do at $t consume "$k" --limit 3/60s --algorithm "$algo" --lockout 10m; done
+		# a day back: the moved state refuses, and starts the lockout
+		# (where the state came from: 100000, so until 100600)
+		run at 13600 consume "$k" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ]
+		run --separate-stderr at 100001 consume "$k" --limit 3/60s --algorithm "$algo" --lockout 10m --format json
+		[ "$status" -eq 1 ] || { echo "$algo: admitted at 100001: $output"; return 1; }
+		# as inspect reads it, too
+		run --separate-stderr at 100001 inspect "$k" --format json
+		[ "$status" -eq 0 ]
+		[ "$(field lockout_after "$output")" = 599 ] || { echo "$algo: $output"; return 1; }
+		run at 100601 consume "$k" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "every algorithm: a clock put nearly right counts the gap left as a step back, not as time that passed" {
+	for algo in $ALGOS; do
+		k="n-$algo" l="nl-$algo"
+		for t in 100000 100000 100000; do
+			at $t consume "$k" --limit 3/60s --algorithm "$algo"
+			at $t consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		done
+		run at 100000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ]
+		run at 50000 consume "$k" --limit 3/60s --algorithm "$algo"
+		[ "$status" -eq 1 ]
+		run at 50000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+		[ "$status" -eq 1 ]
+		# back to 59s short of where it came from, then on: nothing
+		# more within the period of the three at 100000
+		for t in 99941 99961 100000 100001; do
+			run at $t consume "$k" --limit 3/60s --algorithm "$algo"
+			[ "$status" -eq 1 ] || { echo "$algo: admitted at $t"; return 1; }
+		done
+		# and the lockout begun at 100000 holds to 100600
+		for t in 99401 100002 100599; do
+			run at $t consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
+			[ "$status" -eq 1 ] || { echo "$algo: lockout cut at $t"; return 1; }
+		done
+		run at 100001 verify
+		[ "$status" -eq 0 ]
+	done
+}
+
+@test "a refusal under another limit while the clock is back keeps where the state came from" {
+	for t in 100000 100000 100000; do at $t consume o --limit 3/60s; done
+	run at 50000 consume o --limit 3/60s
+	[ "$status" -eq 1 ]
+	run at 50000 consume o --limit 1/1d
+	[ "$status" -eq 1 ]
+	run at 100001 consume o --limit 3/60s
+	[ "$status" -eq 1 ]
+}
