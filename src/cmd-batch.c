@@ -761,11 +761,39 @@ prefetch(struct store *st, struct group *g, int max)
 }
 
 /*
+ * Does the line ask for a command that only reads (check, inspect)?  By its
+ * first word alone, as it is written (a command's name needs no quotes):
+ * a line this cannot tell is taken as one that writes.
+ */
+static int
+line_reads(const struct line *l)
+{
+	char name[16];
+	const char *p = l->text, *end = l->text + l->len, *w;
+	const struct cmd_entry *e;
+
+	if (l->toolong)
+		return 0;
+	while (p < end && (*p == ' ' || *p == '\t'))
+		p++;
+	for (w = p; p < end && *p != ' ' && *p != '\t' && *p != '\r'; p++)
+		;
+	if (p == w || (size_t)(p - w) >= sizeof(name) ||
+	    memchr(w, '\0', (size_t)(p - w)) != NULL)
+		return 0;
+	memcpy(name, w, (size_t)(p - w));
+	name[p - w] = '\0';
+	return (e = cmd_find(name)) != NULL && e->reads_only && e->in_batch;
+}
+
+/*
  * Decide the group's lines in one transaction, from the first: until
  * none is left, or the group is full (GROUP_MAX requests, or GROUP_US
  * holding the lock), then write their answers and forget them.  A store
- * that lost a race at commit has the same lines decided again.  1 if the
- * group was full, 0 if not, -1 if standard output failed.
+ * that lost a race at commit has the same lines decided again.  Lines that
+ * only read (check, inspect) at the head of the queue are a group of their
+ * own, in a read transaction: they wait for no writer's lock, and take
+ * none.  1 if the group was full, 0 if not, -1 if standard output failed.
  */
 static int
 decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
@@ -777,6 +805,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	/* a store that reads ahead holds no lock: no time bound, no gap */
 	int remote = st != NULL && store_can_prefetch(st);
 	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full, tell;
+	int reading = !remote && st != NULL && line_reads(&g->l[0]);
 	int64_t bound;
 
 	for (;;) {
@@ -791,7 +820,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			drop_lines(g, g->nl);
 			return flush_group(c, g, 1, NULL, state_failed);
 		}
-		if (store_group_begin(st) == -1) {
+		if (store_group_begin(st, !reading) == -1) {
 			/* the lock or the file: the first line is answered as
 			 * a request that met this error (its key, and what
 			 * --on-error makes of it; a bad line is a usage
@@ -809,6 +838,12 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			return flush_group(c, g, 1, NULL, state_failed);
 		}
 		lim = prefetch(st, g, max);
+		for (n = 1;
+		     reading && n < g->nl && n < lim && line_reads(&g->l[n]);
+		     n++)
+			;
+		if (reading)
+			lim = n; /* the reads at the head, no further */
 		rewind(mem);
 		tell = !remote && store_waiting(st) != -1;
 		bound = tell ? GROUP_QUIET_US : GROUP_US;
@@ -822,10 +857,13 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			    !(tell && held >= GROUP_US &&
 				n % WAITING_EVERY == 0 &&
 				store_waiting(st) == 1))));
-		full = !remote && (n < g->nl || n >= max);
+		/* (a group of reads ended by a line that writes is not full:
+		 * that line is the next group's) */
+		full = !remote && (n < g->nl || n >= max) &&
+		    !(reading && n == lim && n < max);
 		/* what single decisions do one write in TIDY_EVERY, a group
 		 * does once: forget rows at rest, so the file stays bounded */
-		r = clock_now(&now, &cerr) == 0 &&
+		r = !reading && clock_now(&now, &cerr) == 0 &&
 			store_tidy(st, now, TIDY_ROWS) == -1
 		    ? -1
 		    : 0;

@@ -2446,10 +2446,11 @@ rs_begin(void *p, int write)
  * the batch decides the group again.
  */
 static int
-rs_group_begin(void *p)
+rs_group_begin(void *p, int write)
 {
 	struct rs *rs = p;
 
+	(void)write; /* a group reads what it decides on, WATCHed, either way */
 	group_unstall(rs);
 	if (rs_begin(rs, 1) == -1)
 		return -1;

@@ -2160,7 +2160,13 @@ sq_begin(void *p, int write)
 
 	if (sq->group) {
 		/* the group's BEGIN IMMEDIATE took the lock and checked the
-		 * file; a request only counts what it changes */
+		 * file; a request only counts what it changes (a group that
+		 * began to read takes no write: batch never asks it to) */
+		if (write && !sq->txn_write) {
+			set_err(sq,
+			    "internal error: a write in a batch's read group");
+			return -1;
+		}
 		if (sq->broken || sqlite3_get_autocommit(sq->db)) {
 			sq->broken = 1;
 			set_err(sq,
@@ -2608,14 +2614,16 @@ sq_rollback(void *p)
  * since there is no undoing its first write alone: every answer of the
  * group then says so.  (A savepoint per request would undo it alone, but
  * costs a tenth of a batch's time, for errors that rarely spare the rest
- * of a group anyway.)
+ * of a group anyway.)  A group of reads (write 0) is one read transaction,
+ * beside a writer as a single check is.
  */
 static int
-sq_group_begin(void *p)
+sq_group_begin(void *p, int write)
 {
 	struct sq *sq = p;
 
-	if (sq_begin(sq, 1) == -1)
+	sq->carried = 0; /* each group waits its own --lock-timeout */
+	if (sq_begin(sq, write) == -1)
 		return -1;
 	sq->group = 1;
 	sq->broken = 0;

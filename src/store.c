@@ -390,14 +390,15 @@ store_rollback(struct store *st)
 
 /*
  * Start a group transaction (throttle batch): until store_group_end(),
- * each begin and commit is one request inside it.
+ * each begin and commit is one request inside it.  A group that will only
+ * read (write 0: check, inspect) need not wait for a writer's lock.
  */
 int
-store_group_begin(struct store *st)
+store_group_begin(struct store *st, int write)
 {
 	forget(st);
 	st->in_group = 1;
-	return st->ops->group_begin(st->impl);
+	return st->ops->group_begin(st->impl, write);
 }
 
 /*

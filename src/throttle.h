@@ -784,7 +784,7 @@ struct store_ops {
 	/* 0 done, STORE_RETRY (a race lost: run it again), -1 error */
 	int (*commit)(void *);
 	void (*rollback)(void *);
-	int (*group_begin)(void *);
+	int (*group_begin)(void *, int); /* nonzero: it will write */
 	/* 0, -1, or STORE_RETRY: decide the group again */
 	int (*group_end)(void *, int);
 	/* read ahead the keys a group's requests will read, or NULL */
@@ -838,7 +838,7 @@ void store_display(const char *, char *, size_t);
 int store_now(struct store *, int64_t *);
 int store_has_clock(const struct store *);
 int store_begin(struct store *, int);
-int store_group_begin(struct store *);
+int store_group_begin(struct store *, int);
 int store_group_end(struct store *, int);
 int store_prefetch(struct store *, char *const *, const size_t *, int);
 int store_can_prefetch(const struct store *);

@@ -113,6 +113,30 @@ load lib
 	let_go
 }
 
+@test "batch: check and inspect read beside a writer's lock, as they do on their own" {
+	needs_sqlite
+	at 1 consume k --limit 5/1s
+	hold_lock state.db
+	# the reads at the head of the input are a read transaction of their
+	# own; the consume after them waits for the lock, as a single one does
+	run --separate-stderr at 1 batch --lock-timeout 0 <<-'EOF'
+		check k --limit 5/1s
+		inspect k
+		consume k --limit 5/1s
+		check k --limit 5/1s --cost 0
+	EOF
+	let_go
+	[ "$status" -eq 3 ]
+	[ "${#lines[@]}" -eq 4 ]
+	[[ "${lines[0]}" == '{"key":"k","allowed":true,'*'"remaining":3,'*'"exit":0}' ]]
+	[[ "${lines[1]}" == '{"key":"k",'*'"remaining":4,'*'"exit":0}' ]]
+	[[ "${lines[2]}" == '{"key":"k","error":"'*'is locked by another process'*'"exit":3}' ]]
+	[[ "${lines[3]}" == '{"key":"k","allowed":true,'*'"remaining":4,'*'"exit":0}' ]]
+	# nothing was charged by the reads
+	run at 1 check k --limit 5/1s --cost 0 --format json
+	[ "$(field remaining "$output")" = 4 ]
+}
+
 @test "batch: leases, shedding and policies work as on the command line" {
 	"$THROTTLE" policy set login --limit 2/1m
 	run --separate-stderr at 100 batch <<-'EOF'
