@@ -885,6 +885,43 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	}
 }
 
+/*
+ * While no state file is there, the batch's store is opened to read (a
+ * store with no keys), and looked at again before each group: if the
+ * group writes, or the file has been made meanwhile, it is opened to
+ * write, as a single call would.  The store for the group, or NULL (said
+ * on stderr).
+ */
+static struct store *
+lazy_store(struct ctx *c, struct store *st, struct group *g)
+{
+	struct answer scratch;
+
+	answer_init(&scratch);
+	store_close(st);
+	c->store = NULL;
+	if (line_reads(&g->l[0])) {
+		if ((st = ctx_store(c, &scratch)) != NULL &&
+		    store_missing(st, NULL, 0)) {
+			answer_free(&scratch);
+			return st; /* still none: read as none */
+		}
+		store_close(st);
+		c->store = NULL;
+		free(c->open_err);
+		c->open_err = NULL;
+	}
+	c->read_only = 0;
+	if ((st = ctx_store(c, &scratch)) == NULL) {
+		note(g, "%s", c->open_err);
+		fflush(g->notes);
+		write_notes(g, (size_t)ftell(g->notes));
+		rewind(g->notes);
+	}
+	answer_free(&scratch);
+	return st;
+}
+
 static void
 batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
@@ -905,7 +942,27 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    "batch: answers are JSON lines; leave --format out");
 		return;
 	}
-	if ((st = ctx_store(c, ans)) == NULL) {
+	/* a state file not there yet is made by the first request that
+	 * writes, not by a batch that only reads: opened to read until then
+	 * (a file that is there is opened to write at once) */
+	st = NULL;
+	if (!store_is_remote(c->db)) {
+		struct answer scratch;
+
+		answer_init(&scratch);
+		c->read_only = 1;
+		if ((st = ctx_store(c, &scratch)) == NULL ||
+		    !store_missing(st, NULL, 0)) {
+			/* there (or it cannot be told): opened as before */
+			store_close(st);
+			st = c->store = NULL;
+			free(c->open_err);
+			c->open_err = NULL;
+			c->read_only = 0;
+		}
+		answer_free(&scratch);
+	}
+	if (st == NULL && (st = ctx_store(c, ans)) == NULL) {
 		/* said once here, and each request still gets its answer
 		 * line (the error, mapped by --on-error), as it would if the
 		 * store failed later: a co-process reading an answer a
@@ -956,6 +1013,8 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			st = ctx_store(c, &scratch);
 			answer_free(&scratch);
 		}
+		if (st != NULL && c->read_only)
+			st = lazy_store(c, st, &g);
 		full = decide_group(c, st, &g, mem, &membuf, &state_failed);
 		if (full == -1) {
 			/* standard output failed: say why now, as musl's

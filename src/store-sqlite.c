@@ -1084,8 +1084,10 @@ abandon(struct sq *sq)
 	if (sq->group && sq->in_txn) {
 		/* one request of a group: if it changed nothing (a statement
 		 * that fails undoes itself), it fails alone; otherwise, or if
-		 * the error took the transaction with it, the group is lost */
-		if (sqlite3_get_autocommit(sq->db) || sq->kept > 0)
+		 * the error took the transaction with it, the group is lost
+		 * (a group on no file yet has nothing to lose) */
+		if (sq->db != NULL &&
+		    (sqlite3_get_autocommit(sq->db) || sq->kept > 0))
 			sq->broken = 1;
 		sq->in_txn = 0;
 		return;
@@ -2167,6 +2169,11 @@ sq_begin(void *p, int write)
 			    "internal error: a write in a batch's read group");
 			return -1;
 		}
+		if (sq->missing) {
+			sq->empty = 1; /* no file: a store with no keys */
+			sq->in_txn = 1;
+			return 0;
+		}
 		if (sq->broken || sqlite3_get_autocommit(sq->db)) {
 			sq->broken = 1;
 			set_err(sq,
@@ -2642,7 +2649,7 @@ sq_group_end(void *p, int commit)
 	int broken = sq->broken;
 
 	sq->group = sq->broken = 0;
-	sq->in_txn = !sqlite3_get_autocommit(sq->db);
+	sq->in_txn = sq->db != NULL && !sqlite3_get_autocommit(sq->db);
 	if (!commit || broken) {
 		abandon(sq);
 		return broken ? -1 : 0;

@@ -137,6 +137,38 @@ load lib
 	[ "$(field remaining "$output")" = 4 ]
 }
 
+@test "batch: a batch that only reads makes no state file, and sees one made meanwhile" {
+	needs_sqlite
+	run --separate-stderr at 1 batch <<-'EOF'
+		check k --limit 1/1m
+		inspect k
+	EOF
+	[ "$status" -eq 0 ]
+	[ "$(field exit "${lines[0]}")" = 0 ]
+	[ "$(field exit "${lines[1]}")" = 1 ]
+	[ ! -e state.db ]
+	[ ! -e state.db-wal ]
+	# the file another process makes while the batch reads is read
+	run --separate-stderr at 1 batch < <(
+		echo 'check k --limit 1/1m'
+		sleep 0.5
+		at 1 consume k --limit 1/1m >/dev/null 2>&1
+		echo 'check k --limit 1/1m'
+	)
+	[ "$(field exit "${lines[0]}")" = 0 ]
+	[ "$(field exit "${lines[1]}")" = 1 ] || { echo "$output"; return 1; }
+	# and the first request that writes makes it
+	rm -f state.db state.db-wal state.db-shm
+	run --separate-stderr at 1 batch <<-'EOF'
+		check k --limit 1/1m
+		consume k --limit 1/1m
+		consume k --limit 1/1m
+	EOF
+	[ "$(field exit "${lines[1]}")" = 0 ]
+	[ "$(field exit "${lines[2]}")" = 1 ]
+	[ -e state.db ]
+}
+
 @test "batch: leases, shedding and policies work as on the command line" {
 	"$THROTTLE" policy set login --limit 2/1m
 	run --separate-stderr at 100 batch <<-'EOF'
