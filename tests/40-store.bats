@@ -8,7 +8,9 @@ load lib
 # created beside it.
 unchanged() {
 	cmp "$1" "$1.orig"
-	[ ! -e "$1-wal" ] && [ ! -e "$1-shm" ] && [ ! -e "$1-journal" ]
+	[ ! -e "$1-wal" ]
+	[ ! -e "$1-shm" ]
+	[ ! -e "$1-journal" ]
 }
 
 @test "the first call creates the file and its folders, in WAL mode" {
@@ -115,7 +117,8 @@ unchanged() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"walempty.db: is a SQLite database of another program (in WAL mode, and it has had tables"* ]]
 	cmp walempty.db walempty.db.orig
-	[ ! -e walempty.db-wal ] && [ ! -e walempty.db-shm ]
+	[ ! -e walempty.db-wal ]
+	[ ! -e walempty.db-shm ]
 	# one with a rollback journal left beside it is not taken: SQLite
 	# would play the journal back into it
 	sqlite3 left.db 'CREATE TABLE t(x); DROP TABLE t'
@@ -126,7 +129,8 @@ unchanged() {
 	[[ "$output" == *"left.db: is a SQLite database of another program (with an unfinished transaction in its -journal file)"* ]]
 	cmp left.db left.db.orig
 	[ "$(cat left.db-journal)" = "not empty" ]
-	[ ! -e left.db-wal ] && [ ! -e left.db-shm ]
+	[ ! -e left.db-wal ]
+	[ ! -e left.db-shm ]
 }
 
 @test "a file that is not SQLite: exit 3, bytes unchanged" {
@@ -498,7 +502,8 @@ hot_journal() {
 	run at 1 consume k --limit 1/1s --db afile/sub/state.db
 	[ "$status" -eq 3 ]
 	[[ "$output" == "throttle: afile/sub/state.db: "* ]]
-	[ -f afile ] && [ ! -s afile ]
+	[ -f afile ]
+	[ ! -s afile ]
 }
 
 @test "a read-only state file or folder: exit 3, unchanged" {
@@ -554,8 +559,12 @@ hot_journal() {
 	eval "$output"
 	[ "$THROTTLE_ALLOWED" = 1 ]
 	[[ "$THROTTLE_ERROR" == afile/x.db:* ]]
-	[ "$THROTTLE_ALGORITHM" = sliding-window ] && [ "$THROTTLE_LIMIT" = 3 ] && [ "$THROTTLE_PERIOD" = 60 ]
-	[ "$THROTTLE_COST" = 2 ] && [ "$THROTTLE_RETRY_AFTER" = 0 ] && [ "$THROTTLE_RESET_AFTER" = 0 ]
+	[ "$THROTTLE_ALGORITHM" = sliding-window ]
+	[ "$THROTTLE_LIMIT" = 3 ]
+	[ "$THROTTLE_PERIOD" = 60 ]
+	[ "$THROTTLE_COST" = 2 ]
+	[ "$THROTTLE_RETRY_AFTER" = 0 ]
+	[ "$THROTTLE_RESET_AFTER" = 0 ]
 	# a limit a policy would have given: still a rate limit's reset_after
 	run --separate-stderr at 1 consume k --db afile/x.db --on-error allow --format json
 	[[ "$output" == '{"key":"k","allowed":true,"remaining":0,"retry_after":0,"reset_after":0,"error":'* ]]
@@ -1100,7 +1109,8 @@ wal_cycle() {
 	: >empty.db
 	run at 1 check k --limit 1/1m --db empty.db
 	[ "$status" -eq 0 ]
-	[ ! -s empty.db ] && [ ! -e empty.db-wal ]
+	[ ! -s empty.db ]
+	[ ! -e empty.db-wal ]
 }
 
 @test "reading commands read another user's 0644 file, and a read-only file system" {
@@ -1233,7 +1243,8 @@ wal_cycle() {
 	[ "$status" -eq 0 ]
 	run at 1 consume k --limit 5/1h --db 'unix.db'
 	[ "$status" -eq 0 ]
-	[ -f redis-state.db ] && [ -f unix.db ]
+	[ -f redis-state.db ]
+	[ -f unix.db ]
 }
 
 @test "corrupt files: verify and gc find every one and write none; consume writes none it finds" {
@@ -1447,7 +1458,9 @@ wal_cycle() {
 	for cmd in "inspect" "gc" "reset k" "release k --limit 5/1m" "policy delete login" "policy list"; do
 		run --separate-stderr "$THROTTLE" $cmd --db e.db
 		[[ "$stderr" == *"e.db: is empty: no decision has been stored in it yet"* ]]
-		[ ! -s e.db ] && [ ! -e e.db-wal ] && [ ! -e e.db-shm ]
+		[ ! -s e.db ]
+		[ ! -e e.db-wal ]
+		[ ! -e e.db-shm ]
 	done
 	run "$THROTTLE" verify --db e.db
 	[ "$status" -eq 1 ]

@@ -97,7 +97,8 @@ while True:
 	# the state is where the man page says, and expires on its own
 	[ "$(rcli type 'throttle:{login:alice}')" = hash ]
 	ttl=$(rcli pttl 'throttle:{login:alice}')
-	[ "$ttl" -gt 60000 ] && [ "$ttl" -le 120000 ]
+	[ "$ttl" -gt 60000 ]
+	[ "$ttl" -le 120000 ]
 }
 
 @test "redis: a throttled consume and a check change nothing" {

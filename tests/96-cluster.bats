@@ -229,7 +229,8 @@ set_slot() {
 	done
 	lowest=$(redis-cli -p "$M1" cluster nodes | awk '/myself/ { split($9, r, "-"); print r[1] }')
 	n=$((bs - lowest + 1))
-	[ "$n" -ge 1 ] && [ "$n" -le 2000 ]
+	[ "$n" -ge 1 ]
+	[ "$n" -le 2000 ]
 	id1=$(id_of "$M1") id2=$(id_of "$M2")
 	for w in $(seq 8); do
 		(
@@ -315,7 +316,8 @@ set_slot() {
 	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms batch <three
 	[ "$status" -eq 3 ]
 	[ "${#lines[@]}" -eq 3 ]
-	[ "$(field exit "${lines[0]}")" = 3 ] && [ "$(field key "${lines[0]}")" = '"a"' ]
+	[ "$(field exit "${lines[0]}")" = 3 ]
+	[ "$(field key "${lines[0]}")" = '"a"' ]
 	[ "$(field exit "${lines[1]}")" = 2 ]
 	[ "$(field exit "${lines[2]}")" = 3 ]
 	run --separate-stderr "$THROTTLE" --db "redis+cluster://$dead" --lock-timeout 300ms --on-error allow batch <three
