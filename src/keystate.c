@@ -216,6 +216,30 @@ keystate_ahead(const struct keywork *k)
 	return most;
 }
 
+/* Give the limits begun afresh (not found) how far the clock is back. */
+void
+keystate_fresh_ahead(struct keywork *k, int64_t ahead)
+{
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		if (!k->w[i].found && k->w[i].ahead == 0)
+			k->w[i].ahead = ahead;
+}
+
+/* The latest time a found limit was saved at (0 if none was found). */
+int64_t
+keystate_latest(const struct keywork *k)
+{
+	int64_t latest = 0;
+	int i;
+
+	for (i = 0; i < k->n; i++)
+		if (k->w[i].found && k->w[i].rec.written_at > latest)
+			latest = k->w[i].rec.written_at;
+	return latest;
+}
+
 /* Decide every limit for cost units at time at; then combine. */
 void
 keystate_decide(struct keywork *k, int64_t at, int64_t cost)

@@ -143,7 +143,7 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	struct keywork *k = x->k;
 	struct decision *d = &k->d;
 	struct lockout *lk = &k->lk;
-	int64_t wait, t;
+	int64_t wait, t, back;
 	int locked, lk_moved, ended, starts, waits;
 
 	if (store_lockout_get(c->store, a->key, a->keylen, lk) == -1)
@@ -154,12 +154,20 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 	t = k->now = c->now;
 	k->lk_started = 0;
 	lk_moved = lockout_carry(lk, t);
+	back = lk->ahead; /* on a clock stepped back, by so much */
 	/* a lockout that has ended gives the whole allowance back */
 	if ((ended = lk->until != 0 && lk->until <= t)) {
 		keystate_forget(k);
 		memset(lk, 0, sizeof(*lk));
 	}
 	keystate_carry(k, t);
+	/* a state begun afresh while the clock is back (a limit new to the
+	 * key, or the whole allowance an ended lockout gave back) is on the
+	 * same stepped clock as the key's others: it keeps as far, to be
+	 * moved forward with them when the clock is put right */
+	if (keystate_ahead(k) > back)
+		back = keystate_ahead(k);
+	keystate_fresh_ahead(k, back);
 	locked = lk->until > t;
 	/* locked out: show the key as it is, nothing charged */
 	keystate_decide(k, t, locked ? 0 : a->cost);
@@ -193,13 +201,20 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 		/* this refusal starts a lockout (check answers so too, and
 		 * rolls it back with the rest) */
 		k->lk_started = d->retry_after > 0 ? d->retry_after : 1;
-		lk->since = t;
 		/* begun on a clock stepped back (the limits' states were
 		 * moved back to it): as far from where they came from, so
-		 * that the clock put right finds it as long as it is */
+		 * that the clock put right finds it as long as it is; on a
+		 * clock a little back (a step the limits wait out), from the
+		 * latest time the key has seen, and moved back at once if
+		 * that is further ahead than its length */
+		lk->since = t;
 		lk->ahead = keystate_ahead(k);
-		lk->until = a->lockout == LOCKOUT_FOREVER ? LOCKOUT_NEVER
-							  : t + a->lockout;
+		if (lk->ahead == 0 && keystate_latest(k) > t)
+			lk->since = keystate_latest(k);
+		lk->until = a->lockout == LOCKOUT_FOREVER
+		    ? LOCKOUT_NEVER
+		    : lk->since + a->lockout;
+		lockout_carry(lk, t);
 		lk_moved = 1;
 		d->retry_after = d->reset_after = lockout_left(lk, t);
 	}

@@ -594,6 +594,8 @@ int keystate_load(struct ctx *, struct keywork *, const struct limit *, int,
     int, struct answer *);
 void keystate_carry(struct keywork *, int64_t);
 int64_t keystate_ahead(const struct keywork *);
+void keystate_fresh_ahead(struct keywork *, int64_t);
+int64_t keystate_latest(const struct keywork *);
 void keystate_decide(struct keywork *, int64_t, int64_t);
 void keystate_combine(struct keywork *);
 int keystate_storable(const struct keywork *);

@@ -295,3 +295,47 @@ YEAR=$((365 * 86400))
 	run at 100001 consume o --limit 3/60s
 	[ "$status" -eq 1 ]
 }
+
+@test "a lockout begun on a clock a little back lasts its length from the latest time the key has seen" {
+	# 3/1h waits out a step back of 300s; the lockout begun then runs
+	# from 100000, where the key's state is, not from the stepped clock
+	for t in 100000 100000 100000; do at $t consume a --limit 3/1h --lockout 10m; done
+	run at 99700 consume a --limit 3/1h --lockout 10m
+	[ "$status" -eq 1 ]
+	run at 100301 consume a --limit 3/1h --lockout 10m
+	[ "$status" -eq 1 ]
+	run at 100600 consume a --limit 3/1h --lockout 10m
+	[ "$status" -eq 0 ]
+	# a step back longer than the lockout: it is moved back with the
+	# clock (refused for its length, not the step's), and forward again
+	for t in 100000 100000 100000; do at $t consume b --limit 3/1h --lockout 1m; done
+	run --separate-stderr at 98200 consume b --limit 3/1h --lockout 1m --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 60 ]
+	run at 100001 consume b --limit 3/1h --lockout 1m
+	[ "$status" -eq 1 ]
+	run at 100060 consume b --limit 3/1h --lockout 1m
+	[ "$status" -eq 0 ]
+	run at 100060 verify
+	[ "$status" -eq 0 ]
+}
+
+@test "what a key takes afresh while the clock is back counts once it is put right" {
+	# a lockout that ends on the stepped clock gives the allowance back
+	# there; what is taken of it counts on the clock put right
+	for t in 100000 100000 100000 100000; do at $t consume e --limit 3/60s --lockout 10m || true; done
+	run at 13600 consume e --limit 3/60s --lockout 10m
+	[ "$status" -eq 1 ]
+	for t in 14200 14200 14200; do at $t consume e --limit 3/60s --lockout 10m; done
+	run at 100600 consume e --limit 3/60s --lockout 10m
+	[ "$status" -eq 1 ]
+	# a limit new to the key, first used on the stepped clock, the same
+	for t in 100000 100000 100000; do at $t consume f --limit 3/60s; done
+	run at 13600 consume f --limit 3/60s
+	[ "$status" -eq 1 ]
+	for t in 13660 13660 13660 13720 13720; do at $t consume f --limit '3/60s;5/1h'; done
+	run at 100180 consume f --limit '3/60s;5/1h'
+	[ "$status" -eq 1 ]
+	run at 100180 verify
+	[ "$status" -eq 0 ]
+}
