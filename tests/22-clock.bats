@@ -211,15 +211,21 @@ YEAR=$((365 * 86400))
 	[ "$status" -eq 0 ]
 }
 
+# Under 3/60s and algorithm $1 at 100000: key $2 with its three taken, and
+# key $3 the same and then locked out for 10m by a fourth.
+taken_and_locked() {
+	for t in 100000 100000 100000; do
+		at $t consume "$2" --limit 3/60s --algorithm "$1"
+		at $t consume "$3" --limit 3/60s --algorithm "$1" --lockout 10m
+	done
+	run at 100000 consume "$3" --limit 3/60s --algorithm "$1" --lockout 10m
+	[ "$status" -eq 1 ]
+}
+
 @test "every algorithm: gc while the clock is back, or once it is put right, forgets no state or lockout it moved" {
 	for algo in $ALGOS; do
 		k="g-$algo" l="gl-$algo"
-		for t in 100000 100000 100000; do
-			at $t consume "$k" --limit 3/60s --algorithm "$algo"
-			at $t consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
-		done
-		run at 100000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
-		[ "$status" -eq 1 ]
+		taken_and_locked "$algo" "$k" "$l"
 		# moved back to a clock a day behind (refused)
 		run at 13600 consume "$k" --limit 3/60s --algorithm "$algo"
 		[ "$status" -eq 1 ]
@@ -260,12 +266,7 @@ YEAR=$((365 * 86400))
 @test "every algorithm: a clock put nearly right counts the gap left as a step back, not as time that passed" {
 	for algo in $ALGOS; do
 		k="n-$algo" l="nl-$algo"
-		for t in 100000 100000 100000; do
-			at $t consume "$k" --limit 3/60s --algorithm "$algo"
-			at $t consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
-		done
-		run at 100000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
-		[ "$status" -eq 1 ]
+		taken_and_locked "$algo" "$k" "$l"
 		run at 50000 consume "$k" --limit 3/60s --algorithm "$algo"
 		[ "$status" -eq 1 ]
 		run at 50000 consume "$l" --limit 3/60s --algorithm "$algo" --lockout 10m
