@@ -321,8 +321,17 @@ flush_key(struct look *l)
 			rec_secs(sub, "period", l->lim[i].period, 0);
 			rec_int(sub, "burst", l->lim[i].burst, 0);
 			rec_int(sub, "remaining", l->d[i].remaining, 0);
-			rec_secs(sub, "retry_after", l->d[i].retry_after, 0);
-			rec_secs(sub, "reset_after", l->d[i].reset_after, 0);
+			/* (as the binding limit's: "never" is -1) */
+			rec_secs(sub, "retry_after",
+			    l->d[i].retry_after >= DURATION_MAX
+				? -1
+				: l->d[i].retry_after,
+			    0);
+			rec_secs(sub, "reset_after",
+			    l->d[i].reset_after >= DURATION_MAX
+				? -1
+				: l->d[i].reset_after,
+			    0);
 		}
 		answer_flush(l->ans);
 	}
@@ -359,9 +368,11 @@ show(const struct keyrec *rec, void *arg)
 	free(cur.slots);
 	now.retry_after = one.retry_after;
 	if (lk.until > l->c->now) {
-		/* locked: refused until the lockout ends */
+		/* locked: refused until the lockout ends, and nothing can be
+		 * taken meanwhile (as a decision answers) */
 		now.retry_after = now.reset_after =
 		    lockout_left(&lk, l->c->now);
+		now.remaining = 0;
 	}
 	if (l->n == 0) {
 		memcpy(l->key, rec->key, rec->keylen);

@@ -122,6 +122,19 @@ c lockout_after=never" ]
 	[[ "$output" == *"--lockout: 'forever'"*"or never (until reset)"* ]]
 }
 
+@test "lockout: inspect of a locked key with several limits says none remains, and never as null" {
+	for i in 1 2 3 4; do at 100 consume v --limit '3/1m;10/1h' --lockout never || true; done
+	# a release gives the limits' units back, the lockout stays
+	at 100 release v --limit '3/1m;10/1h'
+	run --separate-stderr at 100 inspect v --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+	[[ "$output" == *'"limits":[{"limit":3,"period":60,"burst":3,"remaining":0,"retry_after":null,"reset_after":null},{"limit":10,"period":3600,"burst":10,"remaining":0,"retry_after":null,"reset_after":null}]'* ]] || { echo "$output"; return 1; }
+	# as check answers it
+	run --separate-stderr at 100 check v --limit '3/1m;10/1h' --cost 0 --format json
+	[ "$(field remaining "$output")" = 0 ]
+}
+
 @test "lockout: a key whose rate state was forgotten still shows its lockout" {
 	at 1000 consume u --limit 1/1s --lockout 1h
 	at 1000 consume u --limit 1/1s --lockout 1h 2>/dev/null || true
