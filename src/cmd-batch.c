@@ -761,9 +761,11 @@ prefetch(struct store *st, struct group *g, int max)
 }
 
 /*
- * Does the line ask for a command that only reads (check, inspect)?  By its
- * first word alone, as it is written (a command's name needs no quotes):
- * a line this cannot tell is taken as one that writes.
+ * Does the line leave the store unwritten: a request that only reads
+ * (check, inspect), a comment, or a line refused before it reaches the
+ * store (too long, a NUL, a first word that is no request)?  By its first
+ * word alone, as it is written: a word with quotes or escapes in it (which
+ * may spell a command) is taken as one that writes.
  */
 static int
 line_reads(const struct line *l)
@@ -772,18 +774,20 @@ line_reads(const struct line *l)
 	const char *p = l->text, *end = l->text + l->len, *w;
 	const struct cmd_entry *e;
 
-	if (l->toolong)
-		return 0;
+	if (l->toolong || memchr(l->text, '\0', l->len) != NULL)
+		return 1; /* answered as refused, not decided */
 	while (p < end && (*p == ' ' || *p == '\t'))
 		p++;
+	if (p < end && *p == '#')
+		return 1; /* a comment */
 	for (w = p; p < end && *p != ' ' && *p != '\t' && *p != '\r'; p++)
-		;
-	if (p == w || (size_t)(p - w) >= sizeof(name) ||
-	    memchr(w, '\0', (size_t)(p - w)) != NULL)
-		return 0;
+		if (strchr("'\"\\$`", *p) != NULL)
+			return 0;
+	if (p == w || (size_t)(p - w) >= sizeof(name))
+		return 1; /* nothing, or longer than any command's name */
 	memcpy(name, w, (size_t)(p - w));
 	name[p - w] = '\0';
-	return (e = cmd_find(name)) != NULL && e->reads_only && e->in_batch;
+	return (e = cmd_find(name)) == NULL || !e->in_batch || e->reads_only;
 }
 
 /*

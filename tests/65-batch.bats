@@ -119,19 +119,23 @@ load lib
 	hold_lock state.db
 	# the reads at the head of the input are a read transaction of their
 	# own; the consume after them waits for the lock, as a single one does
+	# (a comment or a bad line between them touches no store either)
 	run --separate-stderr at 1 batch --lock-timeout 0 <<-'EOF'
 		check k --limit 5/1s
+		# a note
+		frobnicate
 		inspect k
 		consume k --limit 5/1s
 		check k --limit 5/1s --cost 0
 	EOF
 	let_go
 	[ "$status" -eq 3 ]
-	[ "${#lines[@]}" -eq 4 ]
+	[ "${#lines[@]}" -eq 5 ]
 	[[ "${lines[0]}" == '{"key":"k","allowed":true,'*'"remaining":3,'*'"exit":0}' ]]
-	[[ "${lines[1]}" == '{"key":"k",'*'"remaining":4,'*'"exit":0}' ]]
-	[[ "${lines[2]}" == '{"key":"k","error":"'*'is locked by another process'*'"exit":3}' ]]
-	[[ "${lines[3]}" == '{"key":"k","allowed":true,'*'"remaining":4,'*'"exit":0}' ]]
+	[ "$(field exit "${lines[1]}")" = 2 ]
+	[[ "${lines[2]}" == '{"key":"k",'*'"remaining":4,'*'"exit":0}' ]]
+	[[ "${lines[3]}" == '{"key":"k","error":"'*'is locked by another process'*'"exit":3}' ]]
+	[[ "${lines[4]}" == '{"key":"k","allowed":true,'*'"remaining":4,'*'"exit":0}' ]]
 	# nothing was charged by the reads
 	run at 1 check k --limit 5/1s --cost 0 --format json
 	[ "$(field remaining "$output")" = 4 ]
@@ -140,6 +144,7 @@ load lib
 @test "batch: a batch that only reads makes no state file, and sees one made meanwhile" {
 	needs_sqlite
 	run --separate-stderr at 1 batch <<-'EOF'
+		# only reads
 		check k --limit 1/1m
 		inspect k
 	EOF
@@ -148,15 +153,24 @@ load lib
 	[ "$(field exit "${lines[1]}")" = 1 ]
 	[ ! -e state.db ]
 	[ ! -e state.db-wal ]
-	# the file another process makes while the batch reads is read
-	run --separate-stderr at 1 batch < <(
-		echo 'check k --limit 1/1m'
-		sleep 0.5
-		at 1 consume k --limit 1/1m >/dev/null 2>&1
-		echo 'check k --limit 1/1m'
-	)
+	# the file another process makes while the batch reads is read: the
+	# second check is written only once the first is answered
+	mkfifo "$TMP/in"
+	at 1 batch <"$TMP/in" >"$TMP/out" 2>/dev/null &
+	pid=$!
+	exec 8>"$TMP/in"
+	echo 'check k --limit 1/1m' >&8
+	for _ in $(seq 200); do
+		[ -s "$TMP/out" ] && break
+		sleep 0.05
+	done
+	at 1 consume k --limit 1/1m >/dev/null 2>&1
+	echo 'check k --limit 1/1m' >&8
+	exec 8>&-
+	wait "$pid"
+	mapfile -t lines <"$TMP/out"
 	[ "$(field exit "${lines[0]}")" = 0 ]
-	[ "$(field exit "${lines[1]}")" = 1 ] || { echo "$output"; return 1; }
+	[ "$(field exit "${lines[1]}")" = 1 ] || { cat "$TMP/out"; return 1; }
 	# and the first request that writes makes it
 	rm -f state.db state.db-wal state.db-shm
 	run --separate-stderr at 1 batch <<-'EOF'
