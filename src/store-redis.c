@@ -3095,6 +3095,54 @@ tidy_key(struct rs *rs, const struct name *v, unsigned mask, int64_t now,
 }
 
 /*
+ * gc of the n keys of v that need it, all in one compare-and-set: read
+ * again WATCHed in one round trip, their ended records dropped, and every
+ * write in one MULTI.  Not on a cluster, whose MULTI holds one hash slot,
+ * and not when a key changed meanwhile: then each key has a compare-and-
+ * set of its own, as tidy_key() does.  0 or -1.
+ */
+static int
+tidy_keys(struct rs *rs, struct name *v, size_t n, unsigned mask, int64_t now,
+    int64_t *counts)
+{
+	int64_t dropped[REC_KINDS];
+	struct khash *h;
+	size_t i;
+	int j, r = 1;
+
+	if (rs->kind != REDIS_CLUSTER && n > 1) {
+		memset(dropped, 0, sizeof(dropped));
+		h = xcalloc(n, sizeof(*h));
+		for (i = 0; i < n; i++)
+			v[i].where = IN_ALL;
+		if (read_names(rs, v, n, 1, h) == -1) {
+			free(h);
+			return -1;
+		}
+		for (i = 0; i < n; i++)
+			h[i].touched =
+			    drop_ended(&h[i], mask, now, dropped) > 0 ||
+			    h[i].old;
+		r = exec_writes(rs, h, (int)n, now);
+		for (i = 0; i < n; i++)
+			free_hash(&h[i]);
+		free(h);
+		if (r == 0)
+			for (j = 0; j < REC_KINDS; j++)
+				counts[j] += dropped[j];
+		else if (r == -1 && rs->redirect == 0)
+			return -1;
+		else
+			unwatch(
+			    rs); /* a lost race, or a failover: one by one */
+	}
+	for (i = 0; i < n && r != 0; i++)
+		if (tidy_key(rs, &v[i], mask, now, counts) == -1)
+			return -1;
+	return 0;
+}
+
+/*
  * gc: forget the records of the kinds in mask whose expiry has passed,
  * and move every key still in throttle 0.1's layout into P{KEY}.  The
  * keys are read BATCH a round trip; only those with something to do get
@@ -3109,8 +3157,9 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	struct rs *rs = p;
 	struct names *ns;
 	struct khash *h;
+	struct name *todo;
 	int64_t dropped[REC_KINDS];
-	size_t i, j, m;
+	size_t i, j, m, t;
 	int r = 0;
 
 	if (limit > 0)
@@ -3123,21 +3172,23 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	if (all_keys(rs, &ns) == -1)
 		return -1;
 	h = xcalloc(BATCH, sizeof(*h));
+	todo = xcalloc(BATCH, sizeof(*todo));
 	memset(dropped, 0, sizeof(dropped)); /* only whether any is */
 	for (i = 0; i < ns->n && r != -1; i += m) {
 		m = ns->n - i < BATCH ? ns->n - i : BATCH;
 		if ((r = read_names(rs, ns->v + i, m, 0, h)) == -1)
 			break;
-		for (j = 0; j < m; j++) {
+		for (j = 0, t = 0; j < m; j++) {
 			/* a key with nothing to do is left alone */
-			if (r != -1 &&
-			    (h[j].old ||
-				drop_ended(&h[j], mask, now, dropped) > 0))
-				r = tidy_key(rs, &ns->v[i + j], mask, now,
-				    counts);
+			if (h[j].old ||
+			    drop_ended(&h[j], mask, now, dropped) > 0)
+				todo[t++] = ns->v[i + j];
 			free_hash(&h[j]);
 		}
+		if (t > 0)
+			r = tidy_keys(rs, todo, t, mask, now, counts);
 	}
+	free(todo);
 	free(h);
 	rs->has_time = 0;
 	return r == -1 ? -1 : 0;

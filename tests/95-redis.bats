@@ -52,16 +52,19 @@ asleep() {
 	wait_until unanswered || { echo "the server never stopped answering"; return 1; }
 }
 
-# relay SOCK MODE: a unix socket at SOCK that passes everything to this
-# test's server and back, but for MODE: cut-exec closes the link when a
-# client sends EXEC; bad-time turns the server's TIME replies into
-# ["abc", "-5"].  Waits until it listens.
+# relay SOCK MODE [CMD]: a unix socket at SOCK that passes everything to
+# this test's server and back, but for MODE: cut-exec closes the link when
+# a client sends EXEC; bad-time turns the server's TIME replies into
+# ["abc", "-5"]; run-on-exec runs the shell command CMD (to its end) the
+# first time a client sends EXEC, before passing the EXEC on.  Waits until
+# it listens.
 relay() {
-	python3 -c 'import re, socket, sys, threading
+	python3 -c 'import re, socket, subprocess, sys, threading
 s = socket.socket(socket.AF_UNIX)
 s.bind(sys.argv[1])
 s.listen(8)
 mode = sys.argv[3]
+ran = []
 T = re.compile(rb"\*2\r\n\$1[0-9]\r\n[0-9]+\r\n\$[0-9]\r\n[0-9]+\r\n")
 def pump(a, b, up):
     try:
@@ -69,6 +72,9 @@ def pump(a, b, up):
             d = a.recv(65536)
             if not d or (up and mode == "cut-exec" and b"EXEC" in d):
                 break
+            if up and mode == "run-on-exec" and b"EXEC" in d and not ran:
+                ran.append(1)
+                subprocess.run(sys.argv[4], shell=True)
             if not up and mode == "bad-time":
                 d = T.sub(b"*2\r\n$3\r\nabc\r\n$2\r\n-5\r\n", d)
             b.sendall(d)
@@ -81,7 +87,7 @@ while True:
     u = socket.socket(socket.AF_UNIX)
     u.connect(sys.argv[2])
     threading.Thread(target=pump, args=(c, u, True), daemon=True).start()
-    threading.Thread(target=pump, args=(u, c, False), daemon=True).start()' "$1" "$SOCK" "$2" 2>/dev/null 3>&- &
+    threading.Thread(target=pump, args=(u, c, False), daemon=True).start()' "$1" "$SOCK" "$2" "${3-}" 2>/dev/null 3>&- &
 	track $!
 	for _ in $(seq 50); do [ -S "$1" ] && break; sleep 0.1; done
 }
@@ -665,6 +671,29 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	[ "$(rcli hexists 'throttle:{old300}' k0)" = 1 ]
 	[ "$(rcli hlen 'throttle:{k1}')" = 1 ]
 	[ "$(rcli hlen 'throttle:{k2}')" = 1 ]
+}
+
+@test "redis: gc forgets many keys in one transaction, and not a key written meanwhile" {
+	start_redis
+	for i in $(seq 20); do echo "consume k$i --limit 1/1h"; done | at 1000 batch >/dev/null
+	# every key is at rest by 9000; k5 is used again while gc writes
+	relay "$TMP/touch.sock" run-on-exec \
+	    "THROTTLE_NOW=8000 '$THROTTLE' --db 'unix://$SOCK' consume k5 --limit 1/1h --format json >'$TMP/touched' 2>&1"
+	rcli config resetstat >/dev/null
+	run --separate-stderr env THROTTLE_NOW=9000 "$THROTTLE" --db "unix://$TMP/touch.sock" gc --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"keys":19,"leases":0,"lockouts":0,"shedders":0}' ]
+	grep -q '"allowed":true' "$TMP/touched" || { cat "$TMP/touched"; return 1; }
+	[ "$(rcli exists 'throttle:{k5}')" = 1 ]
+	[ "$(rcli exists 'throttle:{k4}' 'throttle:{k6}' 'throttle:{k20}')" = 0 ]
+	[ "$(rcli dbsize)" = 1 ]
+	# with nothing written meanwhile, the 19 take one EXEC
+	for i in $(seq 20); do echo "consume k$i --limit 1/1h"; done | at 10000 batch >/dev/null
+	rcli config resetstat >/dev/null
+	run at 20000 gc
+	[ "$status" -eq 0 ]
+	[ "$(rcli info commandstats | sed -n 's/^cmdstat_exec:calls=\([0-9]*\),.*/\1/p')" = 1 ]
+	[ "$(rcli dbsize)" = 0 ]
 }
 
 @test "redis: a Redis Cluster node is refused plainly, exit 3 whatever --on-error says" {
