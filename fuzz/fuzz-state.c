@@ -96,7 +96,19 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	other.burst = other.count;
 	if (limit_validate(&other, &err) == 0) {
 		next.nslots = 0;
-		rec.limit.algo->convert(&rec.limit, &other, &rec.state, &next);
+		rec.limit.algo->convert(&rec.limit, &other, &rec.state, now,
+		    &next);
+		must_be_valid(&other, &next);
+	}
+	/* a longer period: units may be kept, not time */
+	other = rec.limit;
+	other.period = rec.limit.period <= DURATION_MAX / 7
+	    ? rec.limit.period * 7
+	    : rec.limit.period;
+	if (limit_validate(&other, &err) == 0) {
+		next.nslots = 0;
+		rec.limit.algo->convert(&rec.limit, &other, &rec.state, now,
+		    &next);
 		must_be_valid(&other, &next);
 	}
 	/* the same state saved later than now: moved back, still valid */

@@ -24,7 +24,7 @@
  *	4. A change of limit keeps the window and its whole count, even
  *	   above a smaller N: capped, a request at cost 0 or a release
  *	   saved it so, and a larger limit again admitted more than N in
- *	   the window.
+ *	   the window.  A longer period makes the window as long.
  *	5. A cost of 0 is allowed: it takes nothing.
  */
 #include "throttle.h"
@@ -68,14 +68,30 @@ fixed_release(const struct limit *l, const struct kstate *s, int64_t now,
 	next->v[1] = s->v[1] - cost;
 }
 
-/* The window keeps its end and its count across a change (invariant 4). */
+/*
+ * The window keeps its count across a change (invariant 4), and its end,
+ * or under a longer period the end the window has under it: 5 units of a
+ * window of 5/15m are 5 of 5/1h's until an hour after it began, not until
+ * 15 minutes after.  (No later than the new period from now: after
+ * changes back and forth, the end less the old period may not be where
+ * the window began.)
+ */
 static void
 fixed_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, struct kstate *next)
+    const struct kstate *s, int64_t now, struct kstate *next)
 {
-	(void)old;
-	(void)new;
+	i128 end;
+
 	algo_copy_fields(next, s);
+	if (s->v[1] == 0 || new->period <= old->period)
+		return;
+	end = (i128)s->v[0] - old->period + new->period;
+	if (end > (i128)now + new->period)
+		end = (i128)now + new->period;
+	if (end > TIME_MAX + DURATION_MAX)
+		end = TIME_MAX + DURATION_MAX;
+	if (end > s->v[0])
+		next->v[0] = (int64_t)end;
 }
 
 static void

@@ -180,17 +180,52 @@ floor_div(i128 a, i128 b)
 }
 
 /*
- * Across a change of limit (invariant 5), a bursty window keeps the units
- * it has used, so what is left may be below zero under a smaller N; a
- * smooth bucket keeps the time it has to earn before it is full again.
- * Either comes back whole under the first limit, so changing a key's
- * limit and back admits no more than the first limit would have.
+ * A smooth bucket h converted at now by what it owes, not by time: the
+ * units it has yet to earn back at now, each as long to earn as a new
+ * unit, up to 2N - 1 of the new N (what a whole quota taken at once owes:
+ * the quota, and the window's penalty but the unit it leaves for the
+ * next request).  1 and *out set if that ends later than full_at, when
+ * the bucket converted by time would be full again; else 0.
+ */
+static int
+owe_units(const struct limit *old, const struct limit *new,
+    const struct hstate *h, int64_t now, i128 full_at, struct hstate *out)
+{
+	int64_t t0 = h->time > now ? h->time : now;
+	i128 bucket = h->bucket + ((i128)t0 - h->time) * old->count;
+	i128 owed, debt;
+
+	if (bucket >= full(old))
+		return 0;
+	/* owed, in old units * PERIOD: a unit is PERIOD token-us */
+	owed = full(old) - bucket;
+	if (owed > (2 * (i128) new->count - 1) * old->period)
+		owed = (2 * (i128) new->count - 1) * old->period;
+	debt = owed / old->period * new->period +
+	    ceil_div(owed % old->period * new->period, old->period);
+	if ((i128)t0 + ceil_div(debt, new->count) <= full_at)
+		return 0;
+	out->mode = SMOOTH;
+	out->time = t0;
+	out->bucket = full(new) - debt;
+	return 1;
+}
+
+/*
+ * Across a change of limit (invariant 5), a bursty window keeps its start
+ * and the units it has used, so what is left may be below zero under a
+ * smaller N; a smooth bucket keeps the time it has to earn before it is
+ * full again, or, under a limit whose units take longer to earn (10/1h to
+ * 10/10h), what it owes in units if that is more (owe_units()).  Either
+ * comes back whole under the first limit, so changing a key's limit and
+ * back admits no more than the first limit would have.
  */
 static void
 hybrid_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, struct kstate *next)
+    const struct kstate *s, int64_t now, struct kstate *next)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
+	struct hstate owed;
 	i128 used, rest;
 
 	algo_copy_fields(next, s);
@@ -201,9 +236,15 @@ hybrid_convert(const struct limit *old, const struct limit *new,
 		h.bucket = ((i128) new->count - used) * new->period;
 	} else {
 		rest = ceil_div(full(old) - h.bucket, old->count);
-		h.bucket = full(new) - rest * new->count;
-		if (rest == 0)
-			h.mode = BURSTY; /* full: saved as at rest */
+		if ((i128) new->period * old->count >
+		    (i128)old->period *new->count &&owe_units(old, new, &h, now,
+			h.time + rest, &owed))
+			h = owed;
+		else {
+			h.bucket = full(new) - rest * new->count;
+			if (rest == 0)
+				h.mode = BURSTY; /* full: saved as at rest */
+		}
 	}
 	if (h.bucket > full(new))
 		h.bucket = full(new);

@@ -112,7 +112,8 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 	if (!found || rec->limit.algo != l->algo)
 		return 0;
 	if (!limit_same(&rec->limit, l))
-		l->algo->convert(&rec->limit, l, &rec->state, out);
+		l->algo->convert(&rec->limit, l, &rec->state,
+		    rec->written_at > 0 ? rec->written_at : now, out);
 	else {
 		algo_copy_fields(out, &rec->state);
 		for (i = 0; i < rec->state.nslots; i++)

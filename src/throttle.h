@@ -103,9 +103,13 @@ struct algo {
 	/* Give cost units back (never beyond capacity). */
 	void (*release)(const struct limit *, const struct kstate *,
 	    int64_t now, int64_t cost, struct kstate *next);
-	/* Adapt state saved under old limit for use under new one. */
+	/*
+	 * Adapt state saved under old limit for use under new one, as if
+	 * the new one had been the key's since at (when the state was
+	 * saved): never less strict than the state kept as it is.
+	 */
 	void (*convert)(const struct limit *old, const struct limit *new,
-	    const struct kstate *, struct kstate *next);
+	    const struct kstate *, int64_t at, struct kstate *next);
 	/* 0 if a stored state is one this algorithm could have written. */
 	int (*valid)(const struct limit *, const struct kstate *);
 	/*

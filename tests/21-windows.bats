@@ -259,11 +259,16 @@ expect() {
 	[ "$status" -eq 0 ]
 	run at 0 inspect k --format json
 	[ "$(field algorithm "$output")" = '"fixed-window"' ]
-	# same algorithm, new parameters: the window keeps its end and count
+	# same algorithm, new parameters: the window keeps its start and
+	# count, and is as long as the longer period (it began at 0)
 	run at 30 consume k --limit 5/90s --algorithm fixed-window --format json
 	[ "$status" -eq 0 ]
 	[ "$(field remaining "$output")" = 1 ]
-	[ "$(field reset_after "$output")" = 30 ]
+	[ "$(field reset_after "$output")" = 60 ]
+	# a shorter period keeps its end: never sooner than it was
+	run at 31 consume k --limit 5/10s --algorithm fixed-window --cost 2 --format json
+	[ "$status" -eq 1 ]
+	[ "$(field reset_after "$output")" = 59 ]
 	# sliding: a coarser granularity keeps every unit
 	at 0 consume s --limit 3/60s --algorithm sliding-window --granularity 1s --cost 3
 	run at 30 consume s --limit 3/60s --algorithm sliding-window --granularity 10s

@@ -135,6 +135,46 @@ load lib
 	[ "$(field limit "$output")" = 6 ]
 }
 
+@test "a longer period counts what was taken: 5 failures under 5/15m leave none of 5/1h" {
+	for algo in gcra fixed-window sliding-window hybrid; do
+		k="login-$algo"
+		for n in 1 2 3 4 5; do at 1000 consume "$k" --limit 5/15m --algorithm "$algo" -q; done
+		# tightened, at once or 10 minutes on (a refusal saves
+		# nothing): the key reads as if 5/1h had been its limit
+		for t in 1000 1600; do
+			run --separate-stderr at "$t" consume "$k" --limit 5/1h --algorithm "$algo" --format json
+			[ "$status" -eq 1 ] || { echo "$algo at $t: $output"; return 1; }
+		done
+		if [ "$algo" = gcra ]; then
+			# a unit of 5/1h drips back every 12 minutes
+			run at 1719 consume "$k" --limit 5/1h --algorithm "$algo"
+			[ "$status" -eq 1 ]
+			run at 1720 consume "$k" --limit 5/1h --algorithm "$algo"
+			[ "$status" -eq 0 ]
+		else
+			# the window of the first failure runs for an hour
+			run at 4500 consume "$k" --limit 5/1h --algorithm "$algo"
+			[ "$status" -eq 1 ] || { echo "$algo at 4500: $output"; return 1; }
+			run at 4700 consume "$k" --limit 5/1h --algorithm "$algo"
+			[ "$status" -eq 0 ] || { echo "$algo at 4700: $output"; return 1; }
+		fi
+	done
+	# 10 taken under 10/1h: none of 10/10h for 10 hours (gcra and
+	# hybrid kept the time of rest, and let 9 more in at once)
+	for algo in gcra hybrid fixed-window sliding-window; do
+		k="day-$algo"
+		at 1000 consume "$k" --limit 10/1h --algorithm "$algo" --cost 10
+		run --separate-stderr at 1000 check "$k" --limit 10/10h --algorithm "$algo" --cost 0 --format json
+		[ "$(field remaining "$output")" = 0 ] || { echo "$algo: $output"; return 1; }
+		run at 1000 consume "$k" --limit 10/10h --algorithm "$algo"
+		[ "$status" -eq 1 ] || { echo "$algo: $output"; return 1; }
+	done
+	# a shorter unit keeps the time of rest: 3/30s to 6/60s leaves 3
+	at 0 consume u --limit 3/30s --cost 3
+	run at 0 check u --limit 6/60s --cost 0 --format json
+	[ "$(field remaining "$output")" = 3 ]
+}
+
 @test "global options go before or after the command" {
 	run env THROTTLE_NOW=1 "$THROTTLE" --format json --db "$TMP/x.db" consume k --limit 1/1s
 	[ "$status" -eq 0 ]

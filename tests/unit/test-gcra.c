@@ -211,10 +211,34 @@ convert(void)
 	memset(&s, 0, sizeof(s));
 	take(&a, &s, 0, 1); /* TAT = 1/3 s: 333333 us + 1 tick */
 	CHECK(s.v[0] == 333333 && s.v[1] == 1, "TAT kept in ticks");
-	a.algo->convert(&a, &b, &s, &next);
+	/* at 1/3 s the key holds nothing: its rest is kept as time */
+	a.algo->convert(&a, &b, &s, 333333, &next);
 	CHECK(next.v[0] == 333334 && next.v[1] == 0,
 	    "a new N rounds the TAT up to the microsecond");
 	CHECK(b.algo->valid(&b, &next) == 0, "converted state is valid");
+	/* at 0 it holds a unit, which is 1/2 s of 2/1s */
+	a.algo->convert(&a, &b, &s, 0, &next);
+	CHECK(next.v[0] == 500000 && next.v[1] == 0,
+	    "a longer unit: the units held are kept (%lld)",
+	    (long long)next.v[0]);
+	CHECK(b.algo->valid(&b, &next) == 0, "converted state is valid");
+	/* back to 3/1s: kept as time, not undone */
+	b.algo->convert(&b, &a, &next, 0, &s);
+	CHECK(s.v[0] == 500000 && s.v[1] == 0,
+	    "a shorter unit: the time of rest is kept");
+	/* 10/1h to 10/10h at once: 10 units held are the whole of it */
+	a = mk(10, 3600 * S, 10);
+	b = mk(10, 36000 * S, 10);
+	memset(&s, 0, sizeof(s));
+	take(&a, &s, 1000 * S, 10);
+	a.algo->convert(&a, &b, &s, 1000 * S, &next);
+	CHECK(next.v[0] == 37000 * S && next.v[1] == 0,
+	    "10/1h to 10/10h: nothing left for 10 hours");
+	/* a burst below the units held: the burst's worth */
+	b = mk(1, 36000 * S, 5);
+	a.algo->convert(&a, &b, &s, 1000 * S, &next);
+	CHECK(next.v[0] == (1000 + 5 * 36000) * S,
+	    "held units are capped at the new burst");
 }
 
 static void

@@ -330,7 +330,7 @@ convert(void)
 	take(&a, &s, 12 * S, 1);
 	memset(&next, 0, sizeof(next));
 	next.slots = buf_b;
-	a.algo->convert(&a, &b, &s, &next);
+	a.algo->convert(&a, &b, &s, 0, &next);
 	CHECK(next.nslots == 2 && next.slots[0].index == 0 &&
 		next.slots[0].count == 2 && next.slots[1].index == 1,
 	    "sliding: a coarser granularity merges sub-windows");
