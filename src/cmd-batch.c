@@ -890,6 +890,34 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 }
 
 /*
+ * The state file opened to read if it is not there (a store with no
+ * keys), with c->read_only left set; else NULL, with c as it was before
+ * any open (a file that is there, or one that cannot be told, is opened
+ * to write by the caller, as before).
+ */
+static struct store *
+open_if_missing(struct ctx *c)
+{
+	struct answer scratch;
+	struct store *st;
+
+	answer_init(&scratch);
+	c->read_only = 1;
+	if ((st = ctx_store(c, &scratch)) != NULL &&
+	    store_missing(st, NULL, 0)) {
+		answer_free(&scratch);
+		return st;
+	}
+	store_close(st);
+	c->store = NULL;
+	free(c->open_err);
+	c->open_err = NULL;
+	c->read_only = 0;
+	answer_free(&scratch);
+	return NULL;
+}
+
+/*
  * While no state file is there, the batch's store is opened to read (a
  * store with no keys), and looked at again before each group: if the
  * group writes, or the file has been made meanwhile, it is opened to
@@ -901,21 +929,12 @@ lazy_store(struct ctx *c, struct store *st, struct group *g)
 {
 	struct answer scratch;
 
-	answer_init(&scratch);
 	store_close(st);
 	c->store = NULL;
-	if (line_reads(&g->l[0])) {
-		if ((st = ctx_store(c, &scratch)) != NULL &&
-		    store_missing(st, NULL, 0)) {
-			answer_free(&scratch);
-			return st; /* still none: read as none */
-		}
-		store_close(st);
-		c->store = NULL;
-		free(c->open_err);
-		c->open_err = NULL;
-	}
+	if (line_reads(&g->l[0]) && (st = open_if_missing(c)) != NULL)
+		return st; /* still none: read as none */
 	c->read_only = 0;
+	answer_init(&scratch);
 	if ((st = ctx_store(c, &scratch)) == NULL) {
 		note(g, "%s", c->open_err);
 		fflush(g->notes);
@@ -949,23 +968,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	/* a state file not there yet is made by the first request that
 	 * writes, not by a batch that only reads: opened to read until then
 	 * (a file that is there is opened to write at once) */
-	st = NULL;
-	if (!store_is_remote(c->db)) {
-		struct answer scratch;
-
-		answer_init(&scratch);
-		c->read_only = 1;
-		if ((st = ctx_store(c, &scratch)) == NULL ||
-		    !store_missing(st, NULL, 0)) {
-			/* there (or it cannot be told): opened as before */
-			store_close(st);
-			st = c->store = NULL;
-			free(c->open_err);
-			c->open_err = NULL;
-			c->read_only = 0;
-		}
-		answer_free(&scratch);
-	}
+	st = store_is_remote(c->db) ? NULL : open_if_missing(c);
 	if (st == NULL && (st = ctx_store(c, ans)) == NULL) {
 		/* said once here, and each request still gets its answer
 		 * line (the error, mapped by --on-error), as it would if the
