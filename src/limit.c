@@ -74,7 +74,8 @@ limit_same(const struct limit *a, const struct limit *b)
  * The state to decide on at now under limit l, given what a key has stored
  * (rec, if found), written into out (with room for rec's slots).  The same
  * algorithm carries the state over, converting it if the parameters
- * changed; another algorithm starts the key afresh.  A state saved later
+ * changed (unless it is at rest under its own: then as none); another
+ * algorithm starts the key afresh.  A state saved later
  * than now by more than the limit's horizon (the clock was far ahead
  * then, or has stepped far back) is first moved back by the difference,
  * so the key reads now as it read when it was saved: never refused for
@@ -97,7 +98,9 @@ limit_same(const struct limit *a, const struct limit *b)
  * back: it cannot tell the two apart.)
  *
  * 1 if the state was moved either way (save it even on a refusal, or the
- * next call moves it again), else 0.
+ * next call moves it again), or converted (saved so on a refusal too: its
+ * record's time of rest is its old limit's, and once that has passed it
+ * would read as none), else 0.
  */
 int
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
@@ -105,16 +108,23 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 {
 	int64_t horizon = limit_horizon(l), by;
 	size_t i;
+	int conv = 0;
 
 	memset(out->v, 0, sizeof(out->v));
 	out->nslots = 0;
 	*ahead = 0;
 	if (!found || rec->limit.algo != l->algo)
 		return 0;
-	if (!limit_same(&rec->limit, l))
+	/* a state at rest under its own limit may be forgotten at any
+	 * time (gc, tidying): under another it must read as none, as a
+	 * conversion from when it was saved could find units in it */
+	if (!limit_same(&rec->limit, l) && rec->rest_at <= now)
+		return 0;
+	if (!limit_same(&rec->limit, l)) {
 		l->algo->convert(&rec->limit, l, &rec->state,
 		    rec->written_at > 0 ? rec->written_at : now, out);
-	else {
+		conv = 1;
+	} else {
 		algo_copy_fields(out, &rec->state);
 		for (i = 0; i < rec->state.nslots; i++)
 			out->slots[out->nslots++] = rec->state.slots[i];
@@ -127,10 +137,10 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		return 1;
 	}
 	if (rec->ahead == 0)
-		return 0;
+		return conv;
 	if (now < rec->written_at + rec->ahead - horizon) {
 		*ahead = rec->ahead; /* still on the clock it stepped back to */
-		return 0;
+		return conv;
 	}
 	/* back where it came from: at most the horizon ahead of now */
 	by = rec->ahead;

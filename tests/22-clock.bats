@@ -143,7 +143,8 @@ YEAR=$((365 * 86400))
 
 @test "hybrid: a debt from a far larger limit, kept across a change, leaves a state the key reads" {
 	at 1 consume b --algorithm hybrid --limit 4000000000/1s --cost 3000000000
-	run at 2 consume b --algorithm hybrid --limit 10/1d --cost 0
+	# within the window (at 2 it is at rest, and new under another limit)
+	run at 1.5 consume b --algorithm hybrid --limit 10/1d --cost 0
 	[ "$status" -eq 0 ]
 	run --separate-stderr at 3 consume b --algorithm hybrid --limit 10/1d
 	[ "$status" -eq 1 ] || { echo "$status $stderr"; return 1; }

@@ -175,6 +175,28 @@ load lib
 	[ "$(field remaining "$output")" = 3 ]
 }
 
+@test "a refusal under a new limit keeps the key as converted, so gc does not forget what still counts" {
+	for algo in gcra fixed-window sliding-window hybrid; do
+		k="g-$algo"
+		for n in 1 2 3 4 5; do at 1000 consume "$k" --limit 5/15m --algorithm "$algo" -q; done
+		run at 1100 consume "$k" --limit 5/1h --algorithm "$algo"
+		[ "$status" -eq 1 ]
+		# at rest under 5/15m by 1900, not under 5/1h: gc keeps it
+		run at 2000 gc --format json
+		[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":0}' ] || { echo "$algo: $output"; return 1; }
+		[ "$(at 2000 inspect "$k" --format json | jget limit)" = 5 ]
+		[ "$(at 2000 inspect "$k" --format json | jget period)" = 3600 ]
+		run at 2000 check "$k" --limit 5/1h --algorithm "$algo" --cost 5
+		[ "$status" -eq 1 ] || { echo "$algo: $output"; return 1; }
+	done
+	# a key already at rest under its old limit is new under another,
+	# whether or not gc has forgotten it yet
+	for n in 1 2 3 4 5; do at 1000 consume r --limit 5/15m --algorithm fixed-window -q; done
+	run at 1900 consume r --limit 5/1h --algorithm fixed-window --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 4 ]
+}
+
 @test "global options go before or after the command" {
 	run env THROTTLE_NOW=1 "$THROTTLE" --format json --db "$TMP/x.db" consume k --limit 1/1s
 	[ "$status" -eq 0 ]
