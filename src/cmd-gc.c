@@ -19,7 +19,7 @@ struct dead {
 	struct host me;
 	int64_t now;
 	struct {
-		char key[KEY_MAX + 1];
+		char *key; /* its own copy: a key may be 1024 bytes */
 		size_t keylen;
 		char id[LEASE_ID_LEN + 1];
 	} * v;
@@ -28,6 +28,17 @@ struct dead {
 	size_t gone; /* ended leases forgotten */
 	size_t at, key_gone; /* gc_key_body(): the key, and its leases gone */
 };
+
+/*
+ * The ended leases one transaction a key (gc_key_body()): on a Redis
+ * Cluster, whose transactions write one key, and on any Redis store,
+ * where a lease is read from its key's hash (one round trip each).
+ */
+static int
+per_key(const struct ctx *c)
+{
+	return store_one_key(c->store) || store_is_remote(c->db);
+}
 
 static int
 collect(const char *key, size_t keylen, const struct lease *l, void *arg)
@@ -40,6 +51,7 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 		d->cap = d->cap ? d->cap * 2 : 16;
 		d->v = xrealloc(d->v, d->cap * sizeof(*d->v));
 	}
+	d->v[d->n].key = xmalloc(keylen + 1);
 	memcpy(d->v[d->n].key, key, keylen);
 	d->v[d->n].keylen = keylen;
 	memcpy(d->v[d->n].id, l->id, sizeof(d->v[d->n].id));
@@ -47,13 +59,43 @@ collect(const char *key, size_t keylen, const struct lease *l, void *arg)
 	return 0;
 }
 
+/* Forget the ended leases collected so far. */
+static void
+dead_clear(struct dead *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->n; i++)
+		free(d->v[i].key);
+	d->n = 0;
+}
+
+/*
+ * Forget the leases of d that are still held, each as found: 0 or -1;
+ * *gone counts those forgotten (another process may have freed some).
+ */
+static int
+forget_leases(struct ctx *c, const struct dead *d, size_t *gone)
+{
+	size_t i;
+	int r;
+
+	for (i = 0; i < d->n; i++) {
+		if ((r = store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
+			 d->v[i].id)) == -1)
+			return -1;
+		*gone += (size_t)r;
+	}
+	return 0;
+}
+
 static int
 gc_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct dead *d = arg;
-	size_t i;
 
-	d->n = 0;
+	dead_clear(d);
+	d->gone = 0;
 	if (ctx_now(c, ans) == -1)
 		return -1;
 	d->now = c->now;
@@ -69,46 +111,39 @@ gc_body(struct ctx *c, void *arg, struct answer *ans)
 		return ctx_fail(c, ans);
 	d->lockouts = store_tidied_lockouts(c->store);
 	d->sheds = store_tidied_sheds(c->store);
-	if (store_one_key(c->store))
+	if (per_key(c))
 		return 0; /* one transaction a key: gc_key_body() */
-	for (i = 0; i < d->n; i++)
-		if (store_lease_del(c->store, d->v[i].key, d->v[i].keylen,
-			d->v[i].id) == -1)
-			return ctx_fail(c, ans);
-	d->gone = d->n;
+	if (forget_leases(c, d, &d->gone) == -1)
+		return ctx_fail(c, ans);
 	return 0;
 }
 
 /*
- * On a store whose transactions write one key (a Redis Cluster): the
- * ended leases of one key, d->v[d->at], found again and forgotten in a
- * transaction of the key's own (one renewed meanwhile is kept).
+ * On the Redis store: the ended leases of one key, d->v[d->at], found
+ * again and forgotten in a transaction of the key's own, so that one
+ * renewed meanwhile is kept, and so that a store with many ended leases
+ * is not one transaction that must read them all within --lock-timeout
+ * (and, if any of their keys is written meanwhile, be done again).
  */
 static int
 gc_key_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct dead *d = arg, one;
-	size_t i;
+	int r = 0;
 
 	if (ctx_now(c, ans) == -1)
 		return -1;
 	memset(&one, 0, sizeof(one));
 	one.me = d->me;
 	one.now = c->now;
+	d->key_gone = 0;
 	if (store_lease_list(c->store, d->v[d->at].key, d->v[d->at].keylen,
-		collect, &one) == -1) {
-		free(one.v);
-		return ctx_fail(c, ans);
-	}
-	for (i = 0; i < one.n; i++)
-		if (store_lease_del(c->store, one.v[i].key, one.v[i].keylen,
-			one.v[i].id) == -1) {
-			free(one.v);
-			return ctx_fail(c, ans);
-		}
-	d->key_gone = one.n;
+		collect, &one) == -1 ||
+	    forget_leases(c, &one, &d->key_gone) == -1)
+		r = ctx_fail(c, ans);
+	dead_clear(&one);
 	free(one.v);
-	return 0;
+	return r;
 }
 
 static void
@@ -123,7 +158,7 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	memset(&d, 0, sizeof(d));
 	host_self(&d.me);
 	ok = txn_run(c, 1, gc_body, &d, ans) == 0;
-	if (ok && store_one_key(c->store))
+	if (ok && per_key(c))
 		for (d.at = 0; d.at < d.n && ok; d.at++) {
 			/* the leases of a key are listed together: once */
 			if (d.at > 0 &&
@@ -158,6 +193,7 @@ gc_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		rec_int(r, "lockouts", d.lockouts, 0);
 		rec_int(r, "shedders", d.sheds, 0);
 	}
+	dead_clear(&d);
 	free(d.v);
 }
 

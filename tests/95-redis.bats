@@ -696,6 +696,33 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	[ "$(rcli dbsize)" = 0 ]
 }
 
+@test "redis: gc counts the leases it forgot, not those another process freed first" {
+	start_redis
+	for i in $(seq 10); do echo "consume k$i --limit 1/1h"; done | at 1000 batch >/dev/null
+	for n in 1 2 3; do echo "acquire L --concurrency 5 --ttl 10m"; done | at 1000 batch >/dev/null
+	# L's leases ended at 1600; an acquire frees them while gc forgets
+	# the keys at rest (its first EXEC), after gc has listed them
+	relay "$TMP/free.sock" run-on-exec \
+	    "THROTTLE_NOW=9000 '$THROTTLE' --db 'unix://$SOCK' acquire L --concurrency 5 --ttl 1h >'$TMP/freed' 2>&1"
+	run --separate-stderr env THROTTLE_NOW=9000 "$THROTTLE" --db "unix://$TMP/free.sock" gc --format json
+	[ "$status" -eq 0 ]
+	[ -s "$TMP/freed" ]
+	[ "$output" = '{"keys":10,"leases":0,"lockouts":0,"shedders":0}' ]
+	# the one lease the acquire took is left
+	[ "$(at 9000 inspect L --format json | grep -c '"lease":')" = 1 ]
+}
+
+@test "redis: gc of many ended leases takes a transaction a key, each within --lock-timeout" {
+	start_redis
+	for i in $(seq 20000); do echo "acquire l$i --concurrency 1 --ttl 1m"; done | at 1000 batch >/dev/null
+	[ "$(rcli dbsize)" = 20000 ]
+	# one transaction reading 20,000 keys cannot end within 0.5s
+	run --separate-stderr at 2000 gc --format json --lock-timeout 0.5s
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	[ "$output" = '{"keys":0,"leases":20000,"lockouts":0,"shedders":0}' ]
+	[ "$(rcli dbsize)" = 0 ]
+}
+
 @test "redis: a Redis Cluster node is refused plainly, exit 3 whatever --on-error says" {
 	command -v redis-cli >/dev/null || skip "needs redis-cli (apt-get install redis-tools)"
 	base=$("$BATS_TEST_DIRNAME/redis-fleet" port)
