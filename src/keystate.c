@@ -74,17 +74,22 @@ keystate_free(struct keywork *k)
  *	   limit was changed: the state is carried over);
  *	3. else a state saved elsewhere that no request took, of the same
  *	   algorithm and period (its count or burst changed, and it moved);
- *	4. else none: the limit starts at rest.  A state is forgotten once
+ *	4. else, if it is the one request left with none and one state of
+ *	   its algorithm and a shorter period is the one no request took,
+ *	   that state (the limit was lengthened and given in another
+ *	   place: '10/1h;100/1d' to '100/1d;10/10h');
+ *	5. else none: the limit starts at rest.  A state is forgotten once
  *	   its limit is at rest (gc, tidying), so a place with none is no
- *	   sign of a new limit, and a state of another period is never
- *	   taken for it (a day's use would refuse a minute's limit).
+ *	   sign of a new limit, and a state of a longer period is never
+ *	   taken from elsewhere (a day's use would refuse a minute's
+ *	   limit, when the minute's own state was only forgotten).
  * Returns nonzero if any limit comes from another place than its own.
  */
 static int
 match(const struct keywork *k, const int *found, int m,
     const struct limit *lims, int n, int all, int *from, int *total)
 {
-	int used[LIMITS_MAX] = { 0 }, i, j, moved = 0;
+	int used[LIMITS_MAX] = { 0 }, i, j, moved = 0, ni, nj, nn, nm;
 
 	for (i = 0; i < n; i++) {
 		from[i] = -1;
@@ -102,6 +107,16 @@ match(const struct keywork *k, const int *found, int m,
 			    k->w[j].rec.limit.algo == lims[i].algo &&
 			    k->w[j].rec.limit.period == lims[i].period)
 				used[from[i] = j] = 1;
+	/* 4. one limit changed, period and all, and given elsewhere */
+	for (i = 0, ni = -1, nn = 0; i < n; i++)
+		if (from[i] == -1)
+			ni = i, nn++;
+	for (j = 0, nj = -1, nm = 0; j < m; j++)
+		if (found[j] && !used[j])
+			nj = j, nm++;
+	if (nn == 1 && nm == 1 && k->w[nj].rec.limit.algo == lims[ni].algo &&
+	    k->w[nj].rec.limit.period < lims[ni].period)
+		used[from[ni] = nj] = 1;
 	*total = n;
 	for (j = 0; all && j < m; j++)
 		if (found[j] && !used[j])

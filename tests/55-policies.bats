@@ -261,6 +261,21 @@ load lib
 	[[ "$output" == *'{"limit":20,"period":3600,"burst":20,"allowed":false,"remaining":0,'* ]]
 }
 
+@test "compound limits: a limit changed, period and all, keeps its state wherever it is written" {
+	for i in $(seq 10); do at 1000 consume c --limit '10/1h;100/1d' -q; done
+	# 10/1h became 10/10h: the 10 units count, in either order (given
+	# first, it took the place's state; given last, the one left over)
+	for l in '10/10h;100/1d' '100/1d;10/10h'; do
+		run --separate-stderr at 1001 check c --limit "$l" --format json
+		[ "$status" -eq 1 ] || { echo "$l: $output"; return 1; }
+		[ "$(field retry_after "$output")" = 3599 ] || { echo "$l: $output"; return 1; }
+	done
+	run at 1001 consume c --limit '100/1d;10/10h'
+	[ "$status" -eq 1 ]
+	run at 4600 consume c --limit '100/1d;10/10h'
+	[ "$status" -eq 0 ]
+}
+
 @test "compound limits: the answer is the same in either order, the later rest binding a tie" {
 	# after one unit both limits wait 0 with 0 left: the day's is
 	# the key's rest, whichever is written first
