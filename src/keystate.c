@@ -83,13 +83,24 @@ keystate_free(struct keywork *k)
  *	   sign of a new limit, and a state of a longer period is never
  *	   taken from elsewhere (a day's use would refuse a minute's
  *	   limit, when the minute's own state was only forgotten).
+ * Rules 2 to 4 take only states not yet at rest at now: one at rest may
+ * be forgotten at any time, and the answer must not depend on whether
+ * it has been (it would take a place whose state then read as none, and
+ * leave the state in use elsewhere untaken).
  * Returns nonzero if any limit comes from another place than its own.
  */
 static int
 match(const struct keywork *k, const int *found, int m,
-    const struct limit *lims, int n, int all, int *from, int *total)
+    const struct limit *lims, int n, int all, int64_t now, int *from,
+    int *total)
 {
-	int used[LIMITS_MAX] = { 0 }, i, j, moved = 0, ni, nj, nn, nm;
+	int used[LIMITS_MAX] = { 0 }, live[LIMITS_MAX] = { 0 }, i, j, moved = 0;
+	int ni, nj, nn, nm;
+
+	/* a state at rest is as good as forgotten (gc may have): it is no
+	 * sign of a changed limit, nor taken for one */
+	for (j = 0; j < m; j++)
+		live[j] = found[j] && k->w[j].rec.rest_at > now;
 
 	for (i = 0; i < n; i++) {
 		from[i] = -1;
@@ -99,11 +110,11 @@ match(const struct keywork *k, const int *found, int m,
 				used[from[i] = j] = 1;
 	}
 	for (i = 0; i < n; i++)
-		if (i < m && from[i] == -1 && found[i] && !used[i])
+		if (i < m && from[i] == -1 && live[i] && !used[i])
 			used[from[i] = i] = 1;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < m && from[i] == -1; j++)
-			if (found[j] && !used[j] &&
+			if (live[j] && !used[j] &&
 			    k->w[j].rec.limit.algo == lims[i].algo &&
 			    k->w[j].rec.limit.period == lims[i].period)
 				used[from[i] = j] = 1;
@@ -112,7 +123,7 @@ match(const struct keywork *k, const int *found, int m,
 		if (from[i] == -1)
 			ni = i, nn++;
 	for (j = 0, nj = -1, nm = 0; j < m; j++)
-		if (found[j] && !used[j])
+		if (live[j] && !used[j])
 			nj = j, nm++;
 	if (nn == 1 && nm == 1 && k->w[nj].rec.limit.algo == lims[ni].algo &&
 	    k->w[nj].rec.limit.period < lims[ni].period)
@@ -155,7 +166,14 @@ keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,
 		if (!k->w[j].rec.more)
 			break;
 	}
-	reordered = match(k, found, m, lims, n, all, from, &total);
+	/* the time, read with the key (one round trip on Redis): which
+	 * states are at rest (match()) */
+	if (ctx_now(c, a) == -1) {
+		for (j = 0; j < m; j++)
+			unprepare(&k->w[j]);
+		return -1;
+	}
+	reordered = match(k, found, m, lims, n, all, c->now, from, &total);
 	k->trim = reordered;
 	for (j = 0; j < m; j++)
 		if (found[j] && j >= total)

@@ -98,9 +98,9 @@ limit_same(const struct limit *a, const struct limit *b)
  * back: it cannot tell the two apart.)
  *
  * 1 if the state was moved either way (save it even on a refusal, or the
- * next call moves it again), or converted (saved so on a refusal too: its
- * record's time of rest is its old limit's, and once that has passed it
- * would read as none), else 0.
+ * next call moves it again), else 0.  A conversion is not saved by a
+ * refusal: it is made again, the same, from the same record, until the
+ * record is at rest under its own limit.
  */
 int
 limit_carry(const struct limit *l, const struct keyrec *rec, int found,
@@ -108,7 +108,6 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 {
 	int64_t horizon = limit_horizon(l), by;
 	size_t i;
-	int conv = 0;
 
 	memset(out->v, 0, sizeof(out->v));
 	out->nslots = 0;
@@ -120,11 +119,10 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 	 * conversion from when it was saved could find units in it */
 	if (!limit_same(&rec->limit, l) && rec->rest_at <= now)
 		return 0;
-	if (!limit_same(&rec->limit, l)) {
+	if (!limit_same(&rec->limit, l))
 		l->algo->convert(&rec->limit, l, &rec->state,
 		    rec->written_at > 0 ? rec->written_at : now, out);
-		conv = 1;
-	} else {
+	else {
 		algo_copy_fields(out, &rec->state);
 		for (i = 0; i < rec->state.nslots; i++)
 			out->slots[out->nslots++] = rec->state.slots[i];
@@ -137,10 +135,10 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		return 1;
 	}
 	if (rec->ahead == 0)
-		return conv;
+		return 0;
 	if (now < rec->written_at + rec->ahead - horizon) {
 		*ahead = rec->ahead; /* still on the clock it stepped back to */
-		return conv;
+		return 0;
 	}
 	/* back where it came from: at most the horizon ahead of now */
 	by = rec->ahead;

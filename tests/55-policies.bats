@@ -276,6 +276,24 @@ load lib
 	[ "$status" -eq 0 ]
 }
 
+@test "compound limits: a member at rest takes no place, whether or not gc has forgotten it" {
+	for with_gc in 0 1; do
+		k="q$with_gc"
+		for i in $(seq 0 9); do
+			at $((1000 + 60 * i)) consume "$k" --limit '1/1m;10/1d' --algorithm fixed-window -q
+		done
+		# 1/1m is at rest by 1700; the day's quota, lowered to 8, is
+		# still the day's 10 (gc or not: the minute's place is no
+		# sign that 8/1d replaced it)
+		[ "$with_gc" = 0 ] || at 1700 gc -q
+		admitted=0
+		for i in $(seq 0 9); do
+			at $((1700 + i)) consume "$k" --limit 8/1d --algorithm fixed-window -q && admitted=$((admitted + 1))
+		done
+		[ "$admitted" = 0 ] || { echo "gc=$with_gc: $admitted admitted"; return 1; }
+	done
+}
+
 @test "compound limits: the answer is the same in either order, the later rest binding a tie" {
 	# after one unit both limits wait 0 with 0 left: the day's is
 	# the key's rest, whichever is written first
