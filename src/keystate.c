@@ -83,10 +83,10 @@ keystate_free(struct keywork *k)
  *	   sign of a new limit, and a state of a longer period is never
  *	   taken from elsewhere (a day's use would refuse a minute's
  *	   limit, when the minute's own state was only forgotten).
- * Rules 2 to 4 take only states not yet at rest at now: one at rest may
+ * Every rule takes only states not yet at rest at now: one at rest may
  * be forgotten at any time, and the answer must not depend on whether
- * it has been (it would take a place whose state then read as none, and
- * leave the state in use elsewhere untaken).
+ * it has been (it would claim a place, or a request, that once it is
+ * forgotten goes to a state still in use).
  * Returns nonzero if any limit comes from another place than its own.
  */
 static int
@@ -97,15 +97,15 @@ match(const struct keywork *k, const int *found, int m,
 	int used[LIMITS_MAX] = { 0 }, live[LIMITS_MAX] = { 0 }, i, j, moved = 0;
 	int ni, nj, nn, nm;
 
-	/* a state at rest is as good as forgotten (gc may have): it is no
-	 * sign of a changed limit, nor taken for one */
+	/* a state at rest is as good as forgotten (gc may have): it is
+	 * taken by no request, nor a sign of a changed limit */
 	for (j = 0; j < m; j++)
 		live[j] = found[j] && k->w[j].rec.rest_at > now;
 
 	for (i = 0; i < n; i++) {
 		from[i] = -1;
 		for (j = 0; j < m && from[i] == -1; j++)
-			if (found[j] && !used[j] &&
+			if (live[j] && !used[j] &&
 			    limit_same(&k->w[j].rec.limit, &lims[i]))
 				used[from[i] = j] = 1;
 	}

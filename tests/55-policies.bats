@@ -292,6 +292,19 @@ load lib
 		done
 		[ "$admitted" = 0 ] || { echo "gc=$with_gc: $admitted admitted"; return 1; }
 	done
+	# nor does a member at rest keep its own limit from the state in
+	# its place when that is its only sign: 2/1m, at rest after a cost
+	# of 0, answers as once gc has forgotten it
+	for with_gc in 0 1; do
+		k="z$with_gc"
+		at 1000 consume "$k" --limit 2/15m -q
+		at 1000 consume "$k" --limit '3/1h;2/1m' --cost 0 -q
+		[ "$with_gc" = 0 ] || at 1000 gc -q
+		at 1000.2 consume "$k" --limit 2/1m --cost 0 --format json |
+		    sed 's/"key":"z[01]"//' >"answer.$with_gc"
+	done
+	grep -q '"remaining":0,' answer.0
+	cmp answer.0 answer.1
 }
 
 @test "compound limits: the answer is the same in either order, the later rest binding a tie" {
