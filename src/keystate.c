@@ -87,7 +87,9 @@ keystate_free(struct keywork *k)
  * be forgotten at any time, and the answer must not depend on whether
  * it has been (it would claim a place, or a request, that once it is
  * forgotten goes to a state still in use).
- * Returns nonzero if any limit comes from another place than its own.
+ * Returns nonzero if any limit comes from another place than its own, or
+ * leaves a state in use in its own place untaken (a state at rest there
+ * is simply written over: no rows need moving, and no trim).
  */
 static int
 match(const struct keywork *k, const int *found, int m,
@@ -133,7 +135,7 @@ match(const struct keywork *k, const int *found, int m,
 		if (found[j] && !used[j])
 			used[from[(*total)++] = j] = 1;
 	for (i = 0; i < *total; i++)
-		if (from[i] != i && (from[i] != -1 || (i < m && found[i])))
+		if (from[i] != i && (from[i] != -1 || (i < m && live[i])))
 			moved = 1;
 	return moved;
 }
