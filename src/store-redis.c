@@ -3117,24 +3117,28 @@ tidy_keys(struct rs *rs, struct name *v, size_t n, unsigned mask, int64_t now,
 			v[i].where = IN_ALL;
 		if (read_names(rs, v, n, 1, h) == -1) {
 			free(h);
-			return -1;
+			if (!rs->unavailable)
+				return -1;
+			/* the server went away (a failover?): one by one,
+			 * each read following it as a decision's does */
+			unwatch(rs);
+		} else {
+			for (i = 0; i < n; i++)
+				h[i].touched =
+				    drop_ended(&h[i], mask, now, dropped) > 0 ||
+				    h[i].old;
+			r = exec_writes(rs, h, (int)n, now);
+			for (i = 0; i < n; i++)
+				free_hash(&h[i]);
+			free(h);
+			if (r == 0)
+				for (j = 0; j < REC_KINDS; j++)
+					counts[j] += dropped[j];
+			else if (r == -1 && rs->redirect == 0)
+				return -1;
+			else /* a lost race, or a failover: one by one */
+				unwatch(rs);
 		}
-		for (i = 0; i < n; i++)
-			h[i].touched =
-			    drop_ended(&h[i], mask, now, dropped) > 0 ||
-			    h[i].old;
-		r = exec_writes(rs, h, (int)n, now);
-		for (i = 0; i < n; i++)
-			free_hash(&h[i]);
-		free(h);
-		if (r == 0)
-			for (j = 0; j < REC_KINDS; j++)
-				counts[j] += dropped[j];
-		else if (r == -1 && rs->redirect == 0)
-			return -1;
-		else
-			unwatch(
-			    rs); /* a lost race, or a failover: one by one */
 	}
 	for (i = 0; i < n && r != 0; i++)
 		if (tidy_key(rs, &v[i], mask, now, counts) == -1)

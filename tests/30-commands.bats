@@ -173,6 +173,19 @@ load lib
 		run at 1000 consume "$k" --limit 10/10h --algorithm "$algo"
 		[ "$status" -eq 1 ] || { echo "$algo: $output"; return 1; }
 	done
+	# hybrid owes at most a quota and its penalty of the new limit:
+	# 5 under 5/15m owe 9 units, but 1/1h is owed 1 (its own whole
+	# quota, taken at once, would be allowed again in an hour), not 9
+	at 1000 consume hq --limit 5/15m --algorithm hybrid --cost 5
+	run at 1000 check hq --limit 1/1h --algorithm hybrid --format json
+	[ "$(field retry_after "$output")" = 3600 ] || { echo "$output"; return 1; }
+	# a fixed window lengthened, shortened and lengthened again ends no
+	# later than the new period from its last save
+	at 1000 consume fq --limit 5/1m --algorithm fixed-window --cost 5
+	at 1010 consume fq --limit 5/1h --algorithm fixed-window --cost 0
+	at 1020 consume fq --limit 5/1m --algorithm fixed-window --cost 0
+	run at 1030 check fq --limit 5/1h --algorithm fixed-window --format json
+	[ "$(field retry_after "$output")" = 3590 ] || { echo "$output"; return 1; }
 	# a shorter unit keeps the time of rest: 3/30s to 6/60s leaves 3
 	at 0 consume u --limit 3/30s --cost 3
 	run at 0 check u --limit 6/60s --cost 0 --format json

@@ -234,7 +234,21 @@ convert(void)
 	a.algo->convert(&a, &b, &s, 1000 * S, &next);
 	CHECK(next.v[0] == 37000 * S && next.v[1] == 0,
 	    "10/1h to 10/10h: nothing left for 10 hours");
+	/* a part of a unit is rounded up, never down: 1999997 ticks of
+	 * 3/2s (a third of a us each) held at 1 us are 2999995.5 ticks
+	 * of 2/3s (a half us each) */
+	a = mk(3, 2 * S, 3);
+	b = mk(2, 3 * S, 2);
+	memset(&s, 0, sizeof(s));
+	take(&a, &s, 0, 1);
+	a.algo->convert(&a, &b, &s, 1, &next);
+	CHECK(next.v[0] == 1499999 && next.v[1] == 0,
+	    "a part of a unit held is rounded up (%lld %lld)",
+	    (long long)next.v[0], (long long)next.v[1]);
 	/* a burst below the units held: the burst's worth */
+	a = mk(10, 3600 * S, 10);
+	memset(&s, 0, sizeof(s));
+	take(&a, &s, 1000 * S, 10);
 	b = mk(1, 36000 * S, 5);
 	a.algo->convert(&a, &b, &s, 1000 * S, &next);
 	CHECK(next.v[0] == (1000 + 5 * 36000) * S,
