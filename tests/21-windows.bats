@@ -94,6 +94,10 @@ expect() {
 	at 0 consume "${H[@]}" --cost 2
 	run at 59.999999 consume "${H[@]}" --cost 4
 	[ "$status" -eq 1 ]
+	# the key as stored, read at the instant its window ends (a
+	# decision takes a state at rest as none: inspect reads it)
+	run at 60 inspect h --format json
+	[ "$(field remaining "$output")" = 4 ] || { echo "$output"; return 1; }
 	run at 60 consume "${H[@]}" --cost 4
 	[ "$status" -eq 0 ]
 	# smooth mode earns a unit every 1/3 s: 333333.33us, so the wait
