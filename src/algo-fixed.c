@@ -72,13 +72,13 @@ fixed_release(const struct limit *l, const struct kstate *s, int64_t now,
  * The window keeps its count across a change (invariant 4), and its end,
  * or under a longer period the end the window has under it: 5 units of a
  * window of 5/15m are 5 of 5/1h's until an hour after it began, not until
- * 15 minutes after.  (No later than the new period from now: after
- * changes back and forth, the end less the old period may not be where
- * the window began.)
+ * 15 minutes after.  (No later than the new period from when the state
+ * was saved, at: after changes back and forth, the end less the old
+ * period may not be where the window began.)
  */
 static void
 fixed_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, int64_t now, struct kstate *next)
+    const struct kstate *s, int64_t at, struct kstate *next)
 {
 	i128 end;
 
@@ -86,8 +86,8 @@ fixed_convert(const struct limit *old, const struct limit *new,
 	if (s->v[1] == 0 || new->period <= old->period)
 		return;
 	end = (i128)s->v[0] - old->period + new->period;
-	if (end > (i128)now + new->period)
-		end = (i128)now + new->period;
+	if (end > (i128)at + new->period)
+		end = (i128)at + new->period;
 	if (end > TIME_MAX + DURATION_MAX)
 		end = TIME_MAX + DURATION_MAX;
 	if (end > s->v[0])

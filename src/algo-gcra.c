@@ -89,14 +89,14 @@ gcra_release(const struct limit *l, const struct kstate *s, int64_t now,
  * Across a change of limit the key keeps the time it comes back to rest
  * (only the sub-microsecond remainder, whose unit depends on N, is rounded
  * up), or, under a limit whose units are longer (10/1h to 10/10h, 5/15m to
- * 5/1h), the units it holds at now, up to the new burst, each as long as a
- * new unit: kept as time, 10 units of 10/1h would be an hour of 10/10h,
+ * 5/1h), the units it held when saved (at), up to the new burst, each as
+ * long as a new unit, from then: kept as time, 10 units of 10/1h would be an hour of 10/10h,
  * and 9 more would be admitted at once.  Neither is undone by changing
  * back; the later of the two is never less strict than either.
  */
 static void
 gcra_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, int64_t now, struct kstate *next)
+    const struct kstate *s, int64_t at, struct kstate *next)
 {
 	i128 held, tat, most;
 
@@ -111,14 +111,14 @@ gcra_convert(const struct limit *old, const struct limit *new,
 	/* a new unit is longer: PERIOD' / N' > PERIOD / N */
 	if ((i128) new->period * old->count <= (i128)old->period *new->count)
 		return;
-	/* what the key holds at now, in old ticks (a unit is PERIOD) */
-	held = tat_ticks(old, s) - (i128)now * old->count;
+	/* what the key held at at, in old ticks (a unit is PERIOD) */
+	held = tat_ticks(old, s) - (i128)at * old->count;
 	if (held <= 0)
 		return;
 	if (held > (i128) new->burst * old->period)
 		held = (i128) new->burst * old->period;
 	/* as many new units, in new ticks: each is PERIOD' */
-	tat = (i128)now * new->count + held / old->period *new->period +
+	tat = (i128)at * new->count + held / old->period *new->period +
 	    ceil_div(held % old->period * new->period, old->period);
 	most = (i128)(TIME_MAX + DURATION_MAX) * new->count;
 	if (tat > most)

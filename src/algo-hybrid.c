@@ -180,18 +180,18 @@ floor_div(i128 a, i128 b)
 }
 
 /*
- * A smooth bucket h converted at now by what it owes, not by time: the
- * units it has yet to earn back at now, each as long to earn as a new
- * unit, up to 2N - 1 of the new N (what a whole quota taken at once owes:
- * the quota, and the window's penalty but the unit it leaves for the
- * next request).  1 and *out set if that ends later than full_at, when
+ * A smooth bucket h converted by what it owes at at (when it was saved),
+ * not by time: the units it has yet to earn back then, each as long to
+ * earn as a new unit, up to 2N - 1 of the new N (what a whole quota
+ * taken at once owes: the quota, and the window's penalty but the unit
+ * it leaves for the next request).  1 and *out set if that ends later than full_at, when
  * the bucket converted by time would be full again; else 0.
  */
 static int
 owe_units(const struct limit *old, const struct limit *new,
-    const struct hstate *h, int64_t now, i128 full_at, struct hstate *out)
+    const struct hstate *h, int64_t at, i128 full_at, struct hstate *out)
 {
-	int64_t t0 = h->time > now ? h->time : now;
+	int64_t t0 = h->time > at ? h->time : at;
 	i128 bucket = h->bucket + ((i128)t0 - h->time) * old->count;
 	i128 owed, debt;
 
@@ -222,7 +222,7 @@ owe_units(const struct limit *old, const struct limit *new,
  */
 static void
 hybrid_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, int64_t now, struct kstate *next)
+    const struct kstate *s, int64_t at, struct kstate *next)
 {
 	struct hstate h = { (int)s->v[0], s->v[1], s->v[2] };
 	struct hstate owed;
@@ -237,7 +237,7 @@ hybrid_convert(const struct limit *old, const struct limit *new,
 	} else {
 		rest = ceil_div(full(old) - h.bucket, old->count);
 		if ((i128) new->period * old->count >
-		    (i128)old->period *new->count &&owe_units(old, new, &h, now,
+		    (i128)old->period *new->count &&owe_units(old, new, &h, at,
 			h.time + rest, &owed))
 			h = owed;
 		else {

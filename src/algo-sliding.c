@@ -132,13 +132,13 @@ sliding_release(const struct limit *l, const struct kstate *s, int64_t now,
  */
 static void
 sliding_convert(const struct limit *old, const struct limit *new,
-    const struct kstate *s, int64_t now, struct kstate *next)
+    const struct kstate *s, int64_t at, struct kstate *next)
 {
 	struct slot *last;
 	int64_t index;
 	size_t i;
 
-	(void)now;
+	(void)at;
 	algo_copy_fields(next, s);
 	for (i = 0; i < s->nslots; i++) {
 		if (old->granularity == new->granularity)
