@@ -601,12 +601,14 @@ since() {
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {
 	needs_sqlite
-	# one write in 16 forgets up to 64 rows at rest from a random place:
-	# over 200 writes, 150 or more left came about once in 60 runs; over
-	# 400, the most left in 30 runs was 182
-	for n in $(seq 400); do at "$n" consume "k$n" --limit 1/1s; done
+	# one write in 16 forgets up to 64 rows at rest from a random place
+	# near the key it wrote, so what is left varies widely: over 400
+	# writes, 16 to 301 in 38 runs (300 or more about once in 20, which
+	# failed this test in a CI run); over 1200, 5 to 519 in 40 runs.  With
+	# no tidying all 1200 would be left
+	for n in $(seq 1200); do at "$n" consume "k$n" --limit 1/1s; done
 	left=$(sqlite3 state.db 'SELECT count(*) FROM rec WHERE kind = 1')
-	[ "$left" -lt 300 ]
+	[ "$left" -lt 900 ] || { echo "$left left"; return 1; }
 }
 
 @test "consume's tidying is not stopped by keys in use in front of those at rest" {
