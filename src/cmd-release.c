@@ -45,8 +45,8 @@ give_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct give *g = arg;
 
-	if (ctx_now(c, ans) == -1 ||
-	    keystate_load(c, g->k, g->a->limits, g->a->nlimits, 1, ans) == -1)
+	/* keystate_load() reads the time, after the key */
+	if (keystate_load(c, g->k, g->a->limits, g->a->nlimits, 1, ans) == -1)
 		return -1;
 	if (g->k->n == 0)
 		return TXN_ROLLBACK; /* no state and no limit: nothing to do */

@@ -144,8 +144,9 @@ match(const struct keywork *k, const int *found, int m,
  * Load the key's limits: the n in lims (each decided under its lims[i],
  * with the state match() finds for it, or none), and with all, every
  * further limit the key has stored, under its own stored limit.  Buffers
- * get room for what an algorithm writes.  0, or -1 with the store's
- * error in the answer.
+ * get room for what an algorithm writes.  The decision's time is read here,
+ * after the key, into c->now: callers take it from there and read no clock
+ * of their own.  0, or -1 with the store's error in the answer.
  */
 int
 keystate_load(struct ctx *c, struct keywork *k, const struct limit *lims, int n,

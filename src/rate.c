@@ -148,8 +148,8 @@ decide_body(struct ctx *c, void *arg, struct answer *ans)
 
 	if (store_lockout_get(c->store, a->key, a->keylen, lk) == -1)
 		return ctx_fail(c, ans);
-	if (keystate_load(c, k, a->limits, a->nlimits, 0, ans) == -1 ||
-	    ctx_now(c, ans) == -1)
+	/* the decision's time is the one keystate_load() read, with the key */
+	if (keystate_load(c, k, a->limits, a->nlimits, 0, ans) == -1)
 		return -1;
 	t = k->now = c->now;
 	k->lk_started = 0;
@@ -301,8 +301,8 @@ refund_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct refund *r = arg;
 
-	if (ctx_now(c, ans) == -1 ||
-	    keystate_load(c, r->k, r->a->limits, r->a->nlimits, 0, ans) == -1)
+	/* keystate_load() reads the time, after the key */
+	if (keystate_load(c, r->k, r->a->limits, r->a->nlimits, 0, ans) == -1)
 		return -1;
 	/* no one has written the key since: it goes back to what it was
 	 * before the charge, exactly (a release alone left a hybrid key

@@ -938,3 +938,20 @@ while True:
 	[[ "$stats" == *"cmdstat_exec:calls=1,"* ]]
 	[[ "$stats" != *"cmdstat_unwatch"* ]]
 }
+
+@test "redis: release and run's refund read the server's clock once, with the key" {
+	start_redis
+	"$THROTTLE" consume g --limit 5/1m
+	rcli config resetstat >/dev/null
+	run "$THROTTLE" release g --limit 5/1m
+	[ "$status" -eq 0 ]
+	stats=$(rcli info commandstats)
+	# the time is read in the key's round trip, not in one before it
+	[[ "$stats" == *"cmdstat_time:calls=1,"* ]] || { echo "$stats"; return 1; }
+	rcli config resetstat >/dev/null
+	run -127 "$THROTTLE" run r --limit 5/1m -- /nonexistent/command
+	stats=$(rcli info commandstats)
+	# one clock read for the charge, one for the unit given back
+	[[ "$stats" == *"cmdstat_time:calls=2,"* ]] || { echo "$stats"; return 1; }
+	[[ "$stats" == *"cmdstat_exec:calls=2,"* ]]
+}
