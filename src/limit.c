@@ -121,7 +121,7 @@ limit_carry(const struct limit *l, const struct keyrec *rec, int found,
 		return 0;
 	if (!limit_same(&rec->limit, l))
 		l->algo->convert(&rec->limit, l, &rec->state,
-		    rec->written_at > 0 ? rec->written_at : now, out);
+		    rec->written_at >= 0 ? rec->written_at : now, out);
 	else {
 		algo_copy_fields(out, &rec->state);
 		for (i = 0; i < rec->state.nslots; i++)
@@ -198,7 +198,7 @@ limit_check_record(const struct keyrec *rec, const char **errstr)
 		return -1;
 	if ((!rec->limit.algo->takes_granularity && rec->state.nslots != 0) ||
 	    rec->limit.algo->valid(&rec->limit, &rec->state) == -1 ||
-	    rec->rest_at < 0 || rec->written_at < 0 ||
+	    rec->rest_at < 0 || rec->written_at < -1 ||
 	    rec->written_at > TIME_MAX || rec->ahead < 0 ||
 	    rec->ahead > TIME_MAX) {
 		*errstr = "has a state out of range";

@@ -141,9 +141,11 @@ record_limit_encode(const struct keyrec *rec, char *buf)
 	for (i = 0; i < STATE_FIELDS; i++)
 		v[k++] = rec->state.v[i];
 	v[k++] = rec->rest_at;
-	v[k++] = rec->written_at;
-	if (rec->ahead != 0) /* moved back with the clock */
-		v[k++] = rec->ahead;
+	if (rec->written_at >= 0) { /* else not known: none written */
+		v[k++] = rec->written_at;
+		if (rec->ahead != 0) /* moved back with the clock */
+			v[k++] = rec->ahead;
+	}
 	for (i = 0; i < k; i++) {
 		buf[n++] = ' ';
 		n += record_int(buf + n, v[i]);
@@ -191,11 +193,12 @@ record_limit_decode(const char *p, size_t len, struct keyrec *rec,
 	for (i = 0; i < STATE_FIELDS; i++)
 		rec->state.v[i] = v[4 + i];
 	rec->rest_at = v[4 + STATE_FIELDS];
-	rec->written_at = 0; /* throttle 0.1 wrote none */
+	rec->written_at = -1; /* throttle 0.1 wrote none: not known */
 	rec->ahead = 0; /* none unless moved back with the clock */
 	if (off < len && p[off] == ' ') {
 		off++;
-		if (number(p, len, &off, &rec->written_at) == -1)
+		if (number(p, len, &off, &rec->written_at) == -1 ||
+		    rec->written_at < 0)
 			return -1;
 	}
 	if (off < len && p[off] == ' ') {

@@ -223,8 +223,10 @@ static const char *const migrations[] = {
 	CURRENT_SCHEMA
 	";"
 	"INSERT INTO rec SELECT key, 1, CAST(printf('%s', idx) AS BLOB),"
-	"  CAST(printf('%s %s %s %s %s %s %s %s %s %s', algorithm, lim, period,"
-	"  burst, granularity, s1, s2, s3, rest_at, written_at)"
+	"  CAST(printf('%s %s %s %s %s %s %s %s %s', algorithm, lim, period,"
+	"  burst, granularity, s1, s2, s3, rest_at)"
+	/* 0 was 3 -> 4's "not known", which a record tells by having none */
+	"  || CASE WHEN written_at = 0 THEN '' ELSE ' ' || written_at END"
 	"  || CASE WHEN slots IS NULL THEN '' ELSE char(10) || slots END"
 	"  AS BLOB), rest_at FROM key_state;"
 	"INSERT INTO rec SELECT key, 2, X'', CAST(printf('%s %s', until, since)"

@@ -172,7 +172,8 @@ struct keyrec {
 	struct limit limit;
 	struct kstate state;
 	int64_t rest_at; /* when the key is back at rest (for gc) */
-	int64_t written_at; /* the clock when it was saved; 0: not known */
+	int64_t written_at; /* the clock when it was saved; -1: not known
+			       (0 is a save at the epoch, THROTTLE_NOW=0) */
 	int64_t ahead; /* a state moved back with the clock: by how much in
 			  all (so written_at + ahead is where it came from);
 			  0: not moved */

@@ -135,6 +135,24 @@ load lib
 	[ "$(field limit "$output")" = 6 ]
 }
 
+@test "a save at the epoch (THROTTLE_NOW=0) is converted from its time, not from now" {
+	# 0 once stood for "saved when, not known", converted as of now,
+	# which gave back what had been taken
+	for n in 1 2 3 4 5; do at 0 consume g --limit 5/15m -q; done
+	run at 180 check g --limit 5/1h
+	[ "$status" -eq 1 ]
+	run at 719 consume g --limit 5/1h
+	[ "$status" -eq 1 ]
+	run at 720 consume g --limit 5/1h
+	[ "$status" -eq 0 ]
+	for n in 1 2 3 4 5; do at 0 consume h --limit 5/15m --algorithm hybrid -q; done
+	run at 900 consume h --limit 5/1h --algorithm hybrid
+	[ "$status" -eq 1 ]
+	at 0 consume d --limit 10/1h --cost 10
+	run --separate-stderr at 3000 check d --limit 10/10h --cost 0 --format json
+	[ "$(field remaining "$output")" = 0 ]
+}
+
 @test "a longer period counts what was taken: 5 failures under 5/15m leave none of 5/1h" {
 	for algo in gcra fixed-window sliding-window hybrid; do
 		k="login-$algo"

@@ -288,6 +288,17 @@ hot_journal() {
 	[ "$(sqlite3 state.db 'PRAGMA integrity_check')" = ok ]
 }
 
+@test "a schema 4 state saved when not known stays not known once upgraded" {
+	needs_sqlite
+	sqlite3 state.db <"$BATS_TEST_DIRNAME/fixtures/schema4.sql" >/dev/null
+	# written_at 0: a state from before the column, 10 of 10/1h taken
+	# at 1000; converted to 10/10h as of now, 2.78 units still held
+	# (read as a save at the epoch, 10 would be, and 1 left)
+	sqlite3 state.db "INSERT INTO key_state VALUES(X'6f6c64',0,'gcra',10,3600000000,10,0,4600000000,0,0,NULL,4600000000,0)"
+	run --separate-stderr at 3600 check old --limit 10/10h --cost 0 --format json
+	[ "$(field remaining "$output")" = 7 ]
+}
+
 @test "a schema 4 file (every kind of record) is upgraded and decides the same" {
 	needs_sqlite
 	sqlite3 state.db <"$BATS_TEST_DIRNAME/fixtures/schema4.sql" >/dev/null

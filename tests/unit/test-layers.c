@@ -213,6 +213,7 @@ records(void)
 	struct keyrec in, out;
 	struct slot slots[4];
 	struct lockout k = { 5 * S, 600 * S, 0 }, k2;
+	const char *neg = "gcra 3 60000000 3 0 1020000000 0 0 1020000000 -1";
 	struct lease l, l2;
 	char buf[4096];
 	const unsigned char *sl;
@@ -245,6 +246,21 @@ records(void)
 	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
 		out.ahead == 0,
 	    "an unmoved one writes none");
+	in.written_at = 0; /* saved at the epoch: a time, not "not known" */
+	n = record_limit_encode(&in, buf);
+	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
+		out.written_at == 0,
+	    "a save at the epoch reads back as one: %.*s", (int)n, buf);
+	in.written_at = -1; /* not known: written as none, read as none */
+	n = record_limit_encode(&in, buf);
+	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == 0 &&
+		out.written_at == -1 &&
+		limit_check_record(&out, &(const char *){ NULL }) == 0 &&
+		buf[n - 1] != '1',
+	    "a save time not known stays not known: %.*s", (int)n, buf);
+	CHECK(record_limit_decode(neg, strlen(neg), &out, &sl, &nsl) == -1,
+	    "a negative save time is refused");
+	in.written_at = 1000 * S;
 	memcpy(buf, "quantum", 7);
 	CHECK(record_limit_decode(buf, n, &out, &sl, &nsl) == -2,
 	    "an unknown algorithm is told apart from damage");
