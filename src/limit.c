@@ -219,7 +219,7 @@ limit_settle(const struct limitspec *ls, const char *cmd, struct limit *out,
     int *n, char *err, size_t errlen)
 {
 	const struct algo *algo = ls->algo != NULL ? ls->algo : algo_table[0];
-	const char *why;
+	const char *why, *why2;
 	struct limit *l;
 	char names[128];
 	int i;
@@ -272,7 +272,16 @@ limit_settle(const struct limitspec *ls, const char *cmd, struct limit *out,
 		    ? ls->granularity
 		    : algo->default_granularity(l->period);
 		if (limit_validate(l, &why) == -1) {
-			if (ls->has_granularity)
+			struct limit plain = *l;
+
+			plain.burst = l->count;
+			if (ls->has_burst && limit_validate(&plain, &why2) == 0)
+				/* the limit is fine with its own N */
+				snprintf(err, errlen,
+				    "--burst: %lld with --limit '%s': the "
+				    "limit %s; give a smaller --burst",
+				    (long long)ls->burst, ls->text[i], why);
+			else if (ls->has_granularity)
 				snprintf(err, errlen,
 				    "--granularity: '%s' with --limit '%s': %s",
 				    ls->granularity_text, ls->text[i], why);

@@ -44,6 +44,12 @@ load lib
 	run at 100 consume k4 --limit 1/1000000w --burst 10
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"146000 years"* ]]
+	# the limit alone is fine: the message names the burst, the value
+	# at fault
+	[[ "$output" == "throttle: --burst: 10 with --limit '1/1000000w':"*"give a smaller --burst" ]]
+	run at 100 consume k4 --limit 1/1s --burst 9223372036854775807
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: --burst: 9223372036854775807 "* ]]
 }
 
 @test "--burst and --cost take whole numbers" {
