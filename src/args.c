@@ -231,7 +231,8 @@ usage_error(struct args *a, const char *fmt, ...)
 	return -1;
 }
 
-/* --limit N/PERIOD, or several joined with ';' as in "10/1h;100/1d". */
+/* --limit N/PERIOD, or several joined with ';' as in "10/1h;100/1d"
+ * (blanks around each limit, as in "10/1h; 100/1d", are let be). */
 static int
 add_limits(struct args *a, const char *v)
 {
@@ -242,6 +243,10 @@ add_limits(struct args *a, const char *v)
 	do {
 		end = strchr(p, ';');
 		n = end ? (size_t)(end - p) : strlen(p);
+		for (; n > 0 && (*p == ' ' || *p == '\t'); n--)
+			p++;
+		while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+			n--;
 		if (n >= sizeof(buf))
 			return usage_error(a, "--limit: '%s' is too long", v);
 		if (n == 0 && strchr(v, ';') != NULL)

@@ -88,6 +88,22 @@ load lib
 	done
 }
 
+@test "blanks around a compound limit's parts are let be, as in '10/1h; 100/1d'" {
+	run --separate-stderr at 1 check k --limit '10/1h; 100/1d' --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(THROTTLE_NOW=1 "$THROTTLE" check k --limit '10/1h;100/1d' --format json)" ]
+	run at 1 check k --limit ' 5/1s '
+	[ "$status" -eq 0 ]
+	for l in '5/1s; ' ' ; 5/1s'; do
+		run at 1 check k --limit "$l"
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"has an empty limit beside a ';'"* ]] || { echo "$output"; return 1; }
+	done
+	# a blank inside a limit is not one around it
+	run at 1 check k --limit '10 /1h'
+	[ "$status" -eq 2 ]
+}
+
 @test "--lock-timeout takes a duration" {
 	run at 1 check k --limit 1/1s --lock-timeout 250ms
 	[ "$status" -eq 0 ]
