@@ -45,13 +45,27 @@ give_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct give *g = arg;
 
+	/* the lockout, only to show: a release does not lift it */
+	if (store_lockout_get(c->store, g->a->key, g->a->keylen, &g->k->lk) ==
+	    -1)
+		return ctx_fail(c, ans);
 	/* keystate_load() reads the time, after the key */
 	if (keystate_load(c, g->k, g->a->limits, g->a->nlimits, 1, ans) == -1)
 		return -1;
 	if (g->k->n == 0)
 		return TXN_ROLLBACK; /* no state and no limit: nothing to do */
+	g->k->now = c->now;
+	lockout_carry(&g->k->lk, c->now); /* as a decision reads it now */
 	keystate_carry(g->k, c->now);
 	keystate_release(g->k, c->now, g->a->cost);
+	if (g->k->lk.until > c->now) {
+		/* locked out: the answer is a decision's on the key now,
+		 * refused until the lockout ends (keystate_record() shows
+		 * none remaining) */
+		g->k->d.allowed = 0;
+		g->k->d.retry_after = g->k->d.reset_after =
+		    lockout_left(&g->k->lk, c->now);
+	}
 	/* no file at --db's path: nothing taken, nothing to give back,
 	 * and no file made for it */
 	if (store_missing(c->store, NULL, 0))

@@ -131,8 +131,11 @@ match(const struct keywork *k, const int *found, int m,
 	    k->w[nj].rec.limit.period < lims[ni].period)
 		used[from[ni] = nj] = 1;
 	*total = n;
+	/* with all, the states in use no request took (one at rest is as
+	 * good as forgotten: taken along, it would be saved again beside
+	 * its own limit's new state, a limit twice) */
 	for (j = 0; all && j < m; j++)
-		if (found[j] && !used[j])
+		if (live[j] && !used[j])
 			used[from[(*total)++] = j] = 1;
 	for (i = 0; i < *total; i++)
 		if (from[i] != i && (from[i] != -1 || (i < m && live[i])))

@@ -70,6 +70,22 @@ load lib
 	[ "$status" -eq 1 ]
 }
 
+@test "release on a key at rest, again and again, keeps one state a limit" {
+	at 0 consume k --limit 2/1m
+	for t in 1 2 3; do at $t release k --cost 1 --limit 2/1m; done
+	# one state, not one more each release (a state at rest was taken
+	# along as a limit of its own, beside its limit's new one)
+	run --separate-stderr at 3 inspect k --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" != *'"limits"'* ]] || { echo "$output"; return 1; }
+	run --separate-stderr at 3 consume k --limit '2/1m;5/1h' --format json
+	[ "$(grep -o '"limit":' <<<"$output" | wc -l)" = 3 ] || { echo "$output"; return 1; }
+	# a key whose only state is at rest has nothing to give back, as one
+	# gc has tidied
+	run --separate-stderr at 4000 release k --format json
+	[ "$output" = '{"key":"k","released":0}' ]
+}
+
 @test "reset forgets the key, and exits 0 for a key with no state" {
 	at 10 consume k --limit 1/1h
 	run at 11 consume k --limit 1/1h

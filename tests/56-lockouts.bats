@@ -73,6 +73,22 @@ c lockout_after=never" ]
 	[ "$status" -eq 2 ]
 }
 
+@test "lockout: release gives units back but shows the key locked, as inspect does" {
+	for i in 1 2; do at 0 consume k --limit 2/1m --lockout 10m -q; done
+	run at 0 consume k --limit 2/1m --lockout 10m
+	[ "$status" -eq 1 ] # the refusal starts the lockout
+	run --separate-stderr at 1 release k --cost 1 --limit 2/1m --format json
+	[ "$status" -eq 0 ]
+	[ "$(field allowed "$output")" = false ]
+	[ "$(field remaining "$output")" = 0 ]
+	[ "$(field locked_until "$output")" = 600 ]
+	[ "$(field retry_after "$output")" = 599 ]
+	run at 599 consume k --limit 2/1m
+	[ "$status" -eq 1 ]
+	run at 600 consume k --limit 2/1m
+	[ "$status" -eq 0 ]
+}
+
 @test "lockout: reset lifts it" {
 	for n in 1 2 3 4; do at 1000 consume u "${L[@]}" 2>/dev/null || true; done
 	run at 1100 consume u --limit 3/15m
