@@ -77,10 +77,14 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 			return answer_usage(ans, "--db: %s", err);
 		c->db = c->dbbuf;
 	}
-	if (store_check_spec(c->db, &err) == -1)
+	if (store_check_spec(c->db, &err) == -1) {
+		if (strcmp(c->db, ":memory:") == 0) /* no login in it */
+			return answer_usage(ans, "%s: '%s' %s", from, c->db,
+			    err);
 		/* the scheme only: the rest may hold a password */
 		return answer_usage(ans, "%s: '%.*s...' %s", from,
 		    (int)strcspn(c->db, ":"), c->db, err);
+	}
 #ifdef THROTTLE_REDIS
 	/* a Redis URL that cannot be right (or needs TLS, which this
 	 * build's hiredis has not) is the command line's fault */

@@ -1639,7 +1639,14 @@ sqlite_path(struct sq *sq, char *buf, size_t len)
 	const char *base = strrchr(sq->path, '/');
 	char dir[PATH_MAX], real[PATH_MAX];
 
-	snprintf(buf, len, "%s", sq->path);
+	/* a relative path as ./PATH: never a name SQLite reads as one of
+	 * its own (":memory:", a "file:" URI; store_check_spec() refuses
+	 * those as given, and this keeps any other from slipping by) */
+	if (snprintf(buf, len, "%s%s", sq->path[0] == '/' ? "" : "./",
+		sq->path) >= (int)len) {
+		set_err(sq, "cannot be opened: the path is too long");
+		return -1;
+	}
 	dir_of(sq->path, dir, sizeof(dir));
 	if (geteuid() == 0 || realpath(dir, real) == NULL)
 		return 0; /* no folder: SQLite says so */

@@ -122,6 +122,22 @@ store_check_spec(const char *spec, const char **why)
 	}
 	if (sc != NULL)
 		return 0;
+	/* names SQLite itself gives a meaning: a database in memory,
+	 * which forgets every decision when throttle exits, and a URI,
+	 * whose options can turn locking off or open another file than
+	 * the one checked */
+	if (strcmp(spec, ":memory:") == 0) {
+		*why = "is SQLite's database in memory, which forgets every "
+		       "decision as throttle exits; give a state file's path "
+		       "(a file of that name: ./:memory:)";
+		return -1;
+	}
+	if (strncasecmp(spec, "file:", 5) == 0) {
+		*why = "is a SQLite URI, which throttle does not take; give "
+		       "the state file's path (a file whose name starts "
+		       "so: ./NAME)";
+		return -1;
+	}
 	/* redis:pw@host, redis//h, redis+cluster//host, " redis://",
 	 * unix:/path: a Redis URL mistyped, which as a file would quietly
 	 * limit this one host (with the password in a file name); a file so

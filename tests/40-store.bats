@@ -1217,6 +1217,29 @@ wal_cycle() {
 	[[ "$stderr" == *"state.db: cannot be read here: its latest decisions are in its -wal file, read only through a -shm file beside it, which cannot be made on a file system mounted read-only"* ]] || { echo "$stderr"; return 1; }
 }
 
+@test "SQLite's own names, :memory: and file: URIs, are refused, not opened" {
+	# :memory: kept no limit between calls; a file: URI's nolock=1 let
+	# 30 racing callers past a limit of 3, and it skipped root's checks
+	for db in ':memory:' 'file:x.db' 'FILE:x.db' "file:$PWD/y.db?nolock=1" \
+	    "file:$PWD/z.db?mode=memory"; do
+		run at 1 consume k --limit 1/1h --db "$db"
+		[ "$status" -eq 2 ] || { echo "$db: $status $output"; return 1; }
+		[[ "$output" == *"SQLite"*"state file's path"* ]] || { echo "$output"; return 1; }
+		THROTTLE_DB=$db run at 1 consume k --limit 1/1h
+		[ "$status" -eq 2 ]
+		run at 1 inspect --db "$db"
+		[ "$status" -eq 2 ]
+	done
+	[ -z "$(ls -A)" ] || { ls -A; return 1; }
+	# files so named, given as paths, are files like any other
+	at 1 consume k --limit 1/1h --db ./:memory:
+	run at 1 consume k --limit 1/1h --db ./:memory:
+	[ "$status" -eq 1 ]
+	[ -f ./:memory: ]
+	at 1 consume k --limit 1/1h --db ./file:x.db
+	[ -f ./file:x.db ]
+}
+
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
 	for url in 'postgres://db/x' 'http://u:hunter2@x'; do
 		run at 1 consume k --limit 5/1h --db "$url"
