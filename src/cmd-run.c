@@ -181,6 +181,16 @@ struct job {
 	int signal; /* the signal that killed it, 0 if none */
 };
 
+/* A lease run renews while its job runs (--ttl). */
+struct keep {
+	struct ctx *c;
+	const struct args *a;
+	const struct lease *l;
+	int64_t every; /* us between renewals */
+	char every_text[32];
+	int lost; /* found ended, and said so */
+};
+
 /* Nonzero if this process is in the foreground of its terminal. */
 static int
 at_terminal(void)
@@ -276,12 +286,86 @@ start_job(const struct args *a, struct job *j)
 }
 
 /*
+ * Renew the lease k names, as the job it holds the slot for runs on (a
+ * --ttl is the longest a slot outlives a wrapper that is gone, not the
+ * longest a job may run).  A lease found ended (a wrapper stopped longer
+ * than its TTL) may be another's slot by now: said once, and left.
+ */
+static void
+keep_lease(struct keep *k)
+{
+	struct slots_seen seen;
+	struct answer ans;
+	int r;
+
+	answer_init(&ans);
+	r = concurrency_renew(k->c, k->a->key, k->a->keylen, k->l->id,
+	    k->a->ttl, &seen, &ans);
+	ctx_close(k->c); /* no descriptor of the store while the job runs */
+	if (r == -1)
+		log_msg("%s; lease %s not renewed (tried again in %s)", ans.msg,
+		    k->l->id, k->every_text);
+	else if (r == 0 && !k->lost) {
+		k->lost = 1;
+		log_key(k->a->key, k->a->keylen,
+		    ": lease %s ended (its --ttl passed before it was "
+		    "renewed); the job runs on, and its slot may be another's",
+		    k->l->id);
+	}
+	answer_free(&ans);
+}
+
+/*
+ * Wait for the job's first process to end, its status in *status; with k,
+ * renewing its lease every k->every meanwhile.  0, or -1 with errno.
+ */
+static int
+wait_job(struct job *j, int *status, struct keep *k)
+{
+	sigset_t chld, old;
+	struct timespec ts;
+	int64_t next, left;
+	pid_t r;
+
+	if (k == NULL) {
+		while (waitpid(j->pid, status, 0) == -1)
+			if (errno != EINTR)
+				return -1;
+		return 0;
+	}
+	/* blocked, a SIGCHLD stays pending until sigtimedwait() takes it */
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, &old);
+	next = clock_monotonic() + k->every;
+	for (;;) {
+		if ((r = waitpid(j->pid, status, WNOHANG)) == j->pid)
+			break;
+		if (r == -1 && errno != EINTR) {
+			sigprocmask(SIG_SETMASK, &old, NULL);
+			return -1;
+		}
+		if ((left = next - clock_monotonic()) <= 0) {
+			keep_lease(k);
+			next = clock_monotonic() + k->every;
+			continue;
+		}
+		ts.tv_sec = (time_t)(left / 1000000);
+		ts.tv_nsec = (long)(left % 1000000) * 1000;
+		sigtimedwait(&chld, NULL, &ts); /* or a forwarded signal */
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	return 0;
+}
+
+/*
  * Let the held job run, pass signals on to its group, and wait for its
  * first process: its exit status.  *ran is 0 if its exec failed, said
  * with note added ("; its unit is given back").
  */
 static int
-run_job(const struct args *a, struct job *j, int *ran, const char *note)
+run_job(const struct args *a, struct job *j, int *ran, const char *note,
+    struct keep *k)
 {
 	struct sigaction sa;
 	int status, err;
@@ -307,13 +391,11 @@ run_job(const struct args *a, struct job *j, int *ran, const char *note)
 	*ran = n != (ssize_t)sizeof(err);
 	if (!*ran)
 		log_msg("run: %s: %s%s", a->command[0], strerror(err), note);
-	while (waitpid(j->pid, &status, 0) == -1) {
-		if (errno != EINTR) {
-			log_msg("run: lost track of %s: %s", a->command[0],
-			    strerror(errno));
-			job_group = job_pid = 0;
-			return EXIT_CANNOT_RUN;
-		}
+	if (wait_job(j, &status, k) == -1) {
+		log_msg("run: lost track of %s: %s", a->command[0],
+		    strerror(errno));
+		job_group = job_pid = 0;
+		return EXIT_CANNOT_RUN;
 	}
 	job_group = job_pid = 0;
 	if (WIFEXITED(status))
@@ -496,6 +578,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	struct slots_seen seen;
 	struct job j;
 	struct keywork kw; /* the rate's decision, with --limit */
+	struct keep keep = { 0 };
 	int64_t mono0 = clock_monotonic();
 	int status, ran, taken, failed = 0, charged = 0;
 
@@ -526,7 +609,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	ctx_close(c);
 	if (taken == -1 && failed == EXIT_ALLOWED) {
 		/* --on-error allow: fail open, the job runs without a slot */
-		ans->rc = run_job(a, &j, &ran, "");
+		ans->rc = run_job(a, &j, &ran, "", NULL);
 		died_of(&j, ans);
 		return;
 	}
@@ -556,8 +639,19 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 		}
 		ctx_close(c);
 	}
+	if (a->has_ttl && a->ttl > 0) {
+		/* renewed at a third of its TTL: two renewals may fail
+		 * (a store slow to answer) before it ends */
+		keep.c = c;
+		keep.a = a;
+		keep.l = &l;
+		keep.every = a->ttl / 3 > 0 ? a->ttl / 3 : 1;
+		output_human(keep.every_text, sizeof(keep.every_text),
+		    keep.every);
+	}
 	status = run_job(a, &j, &ran,
-	    charged == CHARGE_DONE ? "; its unit is given back" : "");
+	    charged == CHARGE_DONE ? "; its unit is given back" : "",
+	    a->has_ttl && a->ttl > 0 ? &keep : NULL);
 	if (!ran && charged == CHARGE_DONE)
 		rate_refund(c, a, &kw); /* not found or not executable */
 	if (charged != 0)

@@ -337,3 +337,57 @@ concurrency_free(struct ctx *c, const char *key, size_t keylen, const char *id,
 		return -1;
 	return f.found;
 }
+
+struct renewal {
+	const char *key;
+	size_t keylen;
+	const char *id;
+	int64_t ttl; /* -1: the lease's own */
+	struct slots_seen *seen;
+	int forever; /* --ttl 0 on a lease without an owner */
+};
+
+static int
+renew_body(struct ctx *c, void *arg, struct answer *ans)
+{
+	struct renewal *rn = arg;
+	struct lease *l = &rn->seen->found;
+
+	if (ctx_now(c, ans) == -1)
+		return -1;
+	if (concurrency_scan(c, rn->key, rn->keylen, 1, rn->id, rn->seen) == -1)
+		return ctx_fail(c, ans);
+	if (!rn->seen->has_found)
+		return 0; /* the dead leases the scan found are still freed */
+	if (rn->ttl >= 0)
+		l->ttl = rn->ttl;
+	if (l->ttl == 0 && l->pid == 0) {
+		rn->forever = 1;
+		return TXN_ROLLBACK;
+	}
+	l->expires = l->ttl > 0 ? c->now + l->ttl : 0;
+	if (store_lease_put(c->store, rn->key, rn->keylen, l) == -1)
+		return ctx_fail(c, ans);
+	return 0;
+}
+
+/*
+ * Extend lease id of key, if it is live, to ttl from now (-1: its own
+ * TTL); the lease as renewed in seen->found.  1 if renewed, 0 if it is
+ * not live (released, expired, or its owner gone: it may be another's
+ * slot now), 2 if ttl 0 was asked of a lease with no owner, -1 with the
+ * answer set.
+ */
+int
+concurrency_renew(struct ctx *c, const char *key, size_t keylen, const char *id,
+    int64_t ttl, struct slots_seen *seen, struct answer *ans)
+{
+	struct renewal rn = { key, keylen, id, ttl, seen, 0 };
+
+	memset(seen, 0, sizeof(*seen));
+	if (txn_run(c, 1, renew_body, &rn, ans) == -1)
+		return -1;
+	if (rn.forever)
+		return 2;
+	return seen->has_found;
+}

@@ -511,6 +511,8 @@ void concurrency_refused(const struct args *, const struct slots_seen *,
     const char *, struct answer *);
 int concurrency_free(struct ctx *, const char *, size_t, const char *,
     struct answer *);
+int concurrency_renew(struct ctx *, const char *, size_t, const char *, int64_t,
+    struct slots_seen *, struct answer *);
 
 /* ctx.c */
 int ctx_init(struct ctx *, const struct args *, struct answer *);

@@ -97,6 +97,27 @@ load lib
 	wait "$wrapper" || true
 }
 
+@test "run --concurrency --ttl: the wrapper renews its lease while the job runs" {
+	# the TTL bounds how long a gone wrapper's slot stays held, not how
+	# long a job may run: a 3s job under --ttl 1s is never run twice
+	"$THROTTLE" run long --concurrency 1 --ttl 1s -- sh -c 'sleep 3; touch "$0"' "$TMP/done" &
+	wrapper=$!
+	track "$wrapper"
+	wait_lease long
+	sleep 1.6
+	run --separate-stderr "$THROTTLE" run long --concurrency 1 -- touch ran
+	[ "$status" -eq 75 ] || { echo "$stderr"; return 1; }
+	[ ! -e ran ]
+	run --separate-stderr "$THROTTLE" inspect long --format json
+	[[ "$output" == *'"expires_after":'* ]]
+	wait "$wrapper"
+	[ -e "$TMP/done" ]
+	# its lease is gone with it, renewed or not
+	run "$THROTTLE" run long --concurrency 1 -- touch ran
+	[ "$status" -eq 0 ]
+	[ -e ran ]
+}
+
 @test "run forwards SIGTERM, SIGINT and SIGHUP to the command" {
 	for sig in TERM INT HUP; do
 		# a background job of a script starts with SIGINT ignored;
