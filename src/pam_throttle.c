@@ -572,8 +572,12 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 		    decide(&cf, "reset", ukey, 0, &left, msg, sizeof(msg)) !=
 			EXIT_ALLOWED)
 			bad = 1;
+		/* on the limit the host's key was charged under, stored
+		 * with it: this line's may be the default, and a release
+		 * under another limit converts the key (never less strictly:
+		 * one unit of 3/1h leaves none of 5/15m) */
 		if (hkey[0] != '\0' &&
-		    decide(&cf, "release", hkey, 1, &left, msg, sizeof(msg)) !=
+		    decide(&cf, "release", hkey, 0, &left, msg, sizeof(msg)) !=
 			EXIT_ALLOWED)
 			bad = 1;
 		if (bad)

@@ -102,6 +102,23 @@ login() {
 	[ "$status" -eq 0 ]
 }
 
+@test "pam: a success gives the host its unit back on the limit preauth charged" {
+	needs_pam
+	service 5/15m 15m
+	# THROTTLE_LOGIN_LIMIT on the preauth line only: authsucc, on the
+	# default 5/15m, released the host under that, which a unit of 3/1h
+	# leaves at none, and the next right password locked the host out
+	sed -i "s|\(THROTTLE_LOGIN_LIMIT=\)5/15m\(.*preauth\)|\13/1h\2|; s|THROTTLE_LOGIN_LIMIT=5/15m ||" "/etc/pam.d/$PAM_SERVICE_NAME"
+	grep -q "LIMIT=3/1h.*preauth" "/etc/pam.d/$PAM_SERVICE_NAME"
+	[ "$(grep -c LIMIT= "/etc/pam.d/$PAM_SERVICE_NAME")" = 1 ]
+	for i in 1 2 3 4 5; do
+		run login right-pass "$PAM_USER_NAME" 192.0.2.30
+		[ "$status" -eq 0 ] || { echo "login $i: $output"; return 1; }
+	done
+	run --separate-stderr "$THROTTLE" inspect rhost:192.0.2.30 --db "$TMP/state.db" --format json
+	[[ "$output" == *'"limit":3,"period":3600,'*'"remaining":3,'* ]] || { echo "$output"; return 1; }
+}
+
 @test "pam: a host that guesses too often is locked out for every user" {
 	needs_pam
 	service 3/1h 1h

@@ -130,6 +130,29 @@ login() {
 	[ "$status" -eq 0 ]
 }
 
+@test "pam module: a success gives the host its unit back on the limit preauth charged" {
+	needs_module
+	service "db=$TMP/state.db"
+	# the limit on the preauth line only, as the man page's EXAMPLES
+	# write it: authsucc, knowing only the default 5/15m, released the
+	# host under that, which a unit of 3/1h leaves at none, and the
+	# next right password from the host was refused and locked it out
+	m="$MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db"
+	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+	auth requisite $m preauth limit=3/1h lockout=15m
+	auth [success=1 default=bad] pam_unix.so nodelay
+	auth [default=die] $m authfail
+	auth sufficient $m authsucc
+	account required pam_permit.so
+	EOF
+	for i in 1 2 3 4 5; do
+		run login right-pass "$PAM_USER_NAME" 192.0.2.30
+		[ "$status" -eq 0 ] || { echo "login $i: $output"; return 1; }
+	done
+	run --separate-stderr "$THROTTLE" inspect rhost:192.0.2.30 --db "$TMP/state.db" --format json
+	[[ "$output" == *'"limit":3,"period":3600,'*'"remaining":3,'* ]] || { echo "$output"; return 1; }
+}
+
 @test "pam module: options from the config file, the PAM line wins" {
 	needs_module
 	service "db=$TMP/state.db"
