@@ -829,10 +829,17 @@ journal_foreign(int fd)
 {
 	unsigned char head[28], rec[4 + 72];
 	uint32_t sector, page;
+	ssize_t n = pread(fd, head, sizeof(head), 0);
 
-	if (pread(fd, head, sizeof(head), 0) != (ssize_t)sizeof(head) ||
-	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0)
+	/* empty, or its first byte zero: SQLite leaves it be */
+	if (n <= 0 || head[0] == 0)
 		return 0;
+	/* anything else SQLite takes for a journal to play back, and one
+	 * that is not a journal at all (notes, a file of another program)
+	 * it deletes as an empty one */
+	if (n != (ssize_t)sizeof(head) ||
+	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0)
+		return 1;
 	sector = be32(head + 20);
 	page = be32(head + 24);
 	return !(sector >= 32 && sector <= 65536 && page >= 512 &&
@@ -929,8 +936,8 @@ guarded_open(const char *path, int flags, int mode)
 		return refuse_fd(fd, EACCES,
 		    "has a -journal file beside it that is not its own (a "
 		    "file in WAL mode keeps none), which SQLite would play "
-		    "back into it; the files were left untouched: move that "
-		    "-journal away");
+		    "back into it or delete; the files were left untouched: "
+		    "move that -journal away");
 	if (strcmp(suffix, "-shm") == 0) { /* see shm_ftruncate() */
 		guard.shm_dev = sb.st_dev;
 		guard.shm_ino = sb.st_ino;

@@ -247,6 +247,23 @@ hot_journal() {
 	[ "$(field remaining "$output")" = 3 ]
 }
 
+@test "a -journal beside a state file that is no journal at all is refused, not deleted" {
+	at 1 consume k --limit 5/1h --db s.db
+	# SQLite took it for a hot journal, found no header, and deleted it
+	echo "my notes" >s.db-journal
+	for cmd in "consume k --limit 5/1h" "check k --limit 5/1h" "gc" "inspect" "verify"; do
+		run at 2 $cmd --db s.db
+		[ "$status" -eq 3 ] || { echo "$cmd: $output"; return 1; }
+		[[ "$output" == *"s.db: has a -journal file beside it that is not its own"* ]] || { echo "$cmd: $output"; return 1; }
+		[ "$(cat s.db-journal)" = "my notes" ]
+	done
+	# an empty one, or one whose first byte is zero, SQLite leaves be
+	: >s.db-journal
+	run at 2 consume k --limit 5/1h --db s.db
+	[ "$status" -eq 0 ]
+	[ -e s.db-journal ]
+}
+
 @test "a crash while an adopted database is switched to WAL leaves a journal of throttle's own, rolled back" {
 	needs_sqlite
 	command -v strace >/dev/null || skip "needs strace to stop throttle at the switch"
