@@ -347,6 +347,18 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
 		return bad_record(st, key, keylen, why);
 	fprintf(fp, "%s: the key '", st->name);
 	escape_text(fp, key, keylen);
+	if (idlen != LEASE_ID_LEN ||
+	    strspn(id, "0123456789abcdef") < LEASE_ID_LEN) {
+		/* no id release --lease takes: no throttle wrote it */
+		fprintf(fp, "' %s, under the id '", why);
+		escape_text(fp, id, idlen);
+		fputs("', which is no lease id throttle writes: another "
+		      "program wrote it there; remove that record with the "
+		      "store's own tools",
+		    fp);
+		fclose(fp);
+		return -1;
+	}
 	fprintf(fp, "' %s; throttle release --lease ", why);
 	escape_text(fp, id, idlen);
 	fputs(" -- ", fp); /* a key may begin with a dash */

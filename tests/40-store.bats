@@ -416,6 +416,18 @@ hot_journal() {
 	[ "$status" -eq 0 ]
 }
 
+@test "a lease record under an id throttle never writes says so, not a release that cannot work" {
+	needs_sqlite
+	at 1 acquire L --concurrency 2 --ttl 1m >/dev/null
+	# another program's record where leases are kept, its id '1'
+	sqlite3 state.db "INSERT INTO rec VALUES (CAST('L' AS BLOB), 3, CAST('1' AS BLOB), CAST('x' AS BLOB), 0)"
+	run --separate-stderr at 2 inspect
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the key 'L' has a lease not in throttle's encoding, under the id '1', which is no lease id throttle writes"*"remove that record with the store's own tools" ]] ||
+		{ echo "$stderr"; return 1; }
+	[[ "$stderr" != *"release --lease"* ]]
+}
+
 @test "a corrupt file: exit 3, bytes unchanged" {
 	needs_sqlite
 	for n in $(seq 50); do at 1 consume "key$n" --limit 1/1s; done
