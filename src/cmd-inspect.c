@@ -386,13 +386,16 @@ show(const struct keyrec *rec, void *arg)
 
 /* One live lease; dead ones are left for the next acquire. */
 static int
-show_lease(const char *key, size_t keylen, const struct lease *le, void *arg)
+show_lease(const char *key, size_t keylen, const struct lease *stored,
+    void *arg)
 {
 	struct look *l = arg;
-	const char *prio = priority_name(le->priority);
+	const char *prio = priority_name(stored->priority);
 	int64_t now = l->c->now;
 	struct record *r;
+	struct lease m = *stored, *le = &m;
 
+	lease_carry(&m, now); /* as the next acquire reads it */
 	if (!lease_live(le, now, host_owner_state(&l->me, le)))
 		return 0;
 	l->leases++;

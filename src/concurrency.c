@@ -26,16 +26,27 @@ struct scan {
 	struct slots_seen *seen;
 	char (*dead)[LEASE_ID_LEN + 1];
 	size_t ndead, cap;
+	struct lease *moved; /* taken with the clock ahead (lease_carry()) */
+	size_t nmoved, capmoved;
 };
 
 static int
-scan_one(const char *key, size_t keylen, const struct lease *l, void *arg)
+scan_one(const char *key, size_t keylen, const struct lease *stored, void *arg)
 {
 	struct scan *sc = arg;
 	struct slots_seen *s = sc->seen;
+	struct lease m = *stored, *l = &m;
 
 	(void)key;
 	(void)keylen;
+	if (lease_carry(&m, sc->now)) {
+		if (sc->nmoved == sc->capmoved) {
+			sc->capmoved = sc->capmoved ? sc->capmoved * 2 : 4;
+			sc->moved = xrealloc(sc->moved,
+			    sc->capmoved * sizeof(*sc->moved));
+		}
+		sc->moved[sc->nmoved++] = m;
+	}
 	if (!lease_live(l, sc->now, host_owner_state(sc->me, l))) {
 		if (sc->ndead == sc->cap) {
 			sc->cap = sc->cap ? sc->cap * 2 : 8;
@@ -86,7 +97,12 @@ concurrency_scan(struct ctx *c, const char *key, size_t keylen, int write,
 	for (i = 0; rc == 0 && write && i < sc.ndead; i++)
 		if (store_lease_del(c->store, key, keylen, sc.dead[i]) == -1)
 			rc = -1;
+	/* saved, or the next call moves them again, from a later now */
+	for (i = 0; rc == 0 && write && i < sc.nmoved; i++)
+		if (store_lease_put(c->store, key, keylen, &sc.moved[i]) == -1)
+			rc = -1;
 	free(sc.dead);
+	free(sc.moved);
 	return rc;
 }
 

@@ -113,3 +113,20 @@ lease_expires_after(const struct lease *l, int64_t now)
 		return -1;
 	return l->expires > now ? l->expires - now : 0;
 }
+
+/*
+ * A lease as it stands at now: one that would outlast its TTL from now
+ * was taken with the clock ahead (stepped back since), and ends at most
+ * its TTL from now, as a key's state is moved back (limit_carry()), so a
+ * clock put right holds a slot no longer than the TTL.  Nonzero if moved.
+ */
+int
+lease_carry(struct lease *l, int64_t now)
+{
+	if (l->ttl <= 0 || l->expires == 0 || l->expires - now <= l->ttl)
+		return 0;
+	l->expires = now + l->ttl;
+	if (l->acquired > now)
+		l->acquired = now;
+	return 1;
+}

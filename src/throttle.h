@@ -626,6 +626,7 @@ int lease_live(const struct lease *, int64_t, enum owner_state);
 int lease_admit(int64_t, int64_t, int64_t, int);
 int64_t lease_reserve(int64_t, int64_t, int);
 int64_t lease_expires_after(const struct lease *, int64_t);
+int lease_carry(struct lease *, int64_t);
 
 /* limit.c */
 int limit_validate(const struct limit *, const char **);

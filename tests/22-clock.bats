@@ -341,3 +341,21 @@ taken_and_locked() {
 	run at 100180 verify
 	[ "$status" -eq 0 ]
 }
+
+@test "a lease taken while the clock was ahead holds its slot at most its TTL once the clock is put right" {
+	# a year ahead, then right again: the slot was held for the year
+	at 1031536000 acquire c --concurrency 1 --ttl 10s >/dev/null
+	run --separate-stderr at 1000000011 inspect c --format json
+	[[ "$output" == *'"expires_after":10'[,}]* ]] || { echo "$output"; return 1; }
+	run at 1000000011 acquire c --concurrency 1
+	[ "$status" -eq 1 ]
+	# the refusal saved where the lease now ends: 10s from then
+	run at 1000000020 acquire c --concurrency 1
+	[ "$status" -eq 1 ]
+	run at 1000000021 acquire c --concurrency 1
+	[ "$status" -eq 0 ]
+	# a lease without a TTL is held by its owner, whatever the clock
+	at 1031536000 acquire o --concurrency 1 --ttl 0 --owner $$ >/dev/null
+	run at 1000000011 acquire o --concurrency 1
+	[ "$status" -eq 1 ]
+}
