@@ -653,7 +653,7 @@ const struct cmd_entry cmd_inspect_entry = {
 	.name = "inspect",
 	.args = "[KEY] [--names | --locked]",
 	.summary = "show a key's limit, state, lockout and live leases "
-		   "(without KEY: every key); exit 1 if it has none",
+		   "(without KEY: every key); exit 1 if KEY has none",
 	.options = CMDOPT_NAMES | CMDOPT_LOCKED,
 	.min_args = 0,
 	.max_args = 1,
