@@ -778,6 +778,11 @@ split_command(struct args *a, const struct cmd_entry *c, struct scan *sc)
 		    "%s -- COMMAND [ARGS...]",
 		    c->name, sc->ops[1], c->name, sc->ops[1]);
 	}
+	if (!keyfirst && sc->nbefore < 0 && sc->nops > 2)
+		return usage_error(a,
+		    "%s: '%s' after the key: the command goes after '--', "
+		    "as in throttle %s KEY [options] -- COMMAND [ARGS...]",
+		    c->name, sc->ops[2], c->name);
 	if (!keyfirst && (sc->nbefore < 0 || sc->nbefore >= sc->nops))
 		return usage_error(a,
 		    "%s: no command to run; write throttle %s KEY "

@@ -293,6 +293,8 @@ wait_gone() {
 	[[ "$output" == *"no command to run"* ]]
 	run "$THROTTLE" run k --limit 1/1s true
 	[ "$status" -eq 2 ]
+	# a command without -- before it is named, and where it goes said
+	[ "$output" = "throttle: run: 'true' after the key: the command goes after '--', as in throttle run KEY [options] -- COMMAND [ARGS...]" ]
 	run "$THROTTLE" run --limit 1/1s -- true
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" run k --limit 1/1s --conflict-exit-code 256 -- true
