@@ -220,9 +220,12 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 		waited = clock_monotonic() - mono0;
 		if (a->wait_max >= 0 && waited >= a->wait_max)
 			return 0;
-		nap = seen->soonest > c->now ? seen->soonest - c->now : 250000;
-		if (nap > US_PER_SEC)
-			nap = US_PER_SEC; /* a release may come any time */
+		/* a release may come any time: a short poll, or the
+		 * soonest expiry if that comes first (a wait of 1s at most
+		 * let a slot stand free for up to a second) */
+		nap = 250000;
+		if (seen->soonest > c->now && seen->soonest - c->now < nap)
+			nap = seen->soonest - c->now;
 		nap += (int64_t)(host_random() % (uint64_t)(nap / 10 + 10000));
 		if (a->wait_max >= 0 && nap > a->wait_max - waited)
 			nap = a->wait_max - waited;
