@@ -676,6 +676,18 @@ run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    "slots), or both");
 		return;
 	}
+	if (!a->has_concurrency &&
+	    (a->has_ttl || args_given(a, "priority") ||
+		args_given(a, "reserve"))) {
+		/* lease options, with no lease to take */
+		answer_usage(ans,
+		    "run: --%s applies to the slot --concurrency takes; give "
+		    "--concurrency N too, or leave it out",
+		    a->has_ttl                      ? "ttl"
+			: args_given(a, "priority") ? "priority"
+						    : "reserve");
+		return;
+	}
 	if (a->has_concurrency)
 		run_slotted(c, a, ans);
 	else

@@ -295,6 +295,12 @@ wait_gone() {
 	[ "$status" -eq 2 ]
 	# a command without -- before it is named, and where it goes said
 	[ "$output" = "throttle: run: 'true' after the key: the command goes after '--', as in throttle run KEY [options] -- COMMAND [ARGS...]" ]
+	# lease options with no lease: said, not ignored
+	for o in "--ttl 5s" "--priority high" "--reserve 1"; do
+		run "$THROTTLE" run k --limit 1/1s $o -- true
+		[ "$status" -eq 2 ]
+		[ "$output" = "throttle: run: ${o%% *} applies to the slot --concurrency takes; give --concurrency N too, or leave it out" ] || { echo "$output"; return 1; }
+	done
 	run "$THROTTLE" run --limit 1/1s -- true
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" run k --limit 1/1s --conflict-exit-code 256 -- true
