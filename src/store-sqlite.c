@@ -2136,7 +2136,16 @@ verify(struct sq *sq, int write)
 	} else if (app != APPLICATION_ID) {
 		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
 		    NULL);
-		foreign_err(sq, app);
+		if (app == 0 && version != 0)
+			/* no tables, perhaps, but another's version */
+			set_err(sq,
+			    "is a SQLite database of another program "
+			    "(user_version %lld, and no application_id of "
+			    "throttle's), not a throttle state file; it was "
+			    "left untouched",
+			    (long long)version);
+		else
+			foreign_err(sq, app);
 		return -1;
 	} else if (version > SCHEMA_VERSION) {
 		set_err(sq,

@@ -187,6 +187,14 @@ unchanged() {
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"application_id 0x0000002a"* ]]
 	unchanged idwal.db
+	# no tables, but another program's user_version: said so, not
+	# "tables throttle did not make"
+	sqlite3 uv.db 'PRAGMA user_version=42; VACUUM'
+	cp uv.db uv.db.orig
+	run at 1 consume k --limit 1/1s --db uv.db
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"uv.db: is a SQLite database of another program (user_version 42, and no application_id of throttle's)"* ]] || { echo "$output"; return 1; }
+	unchanged uv.db
 }
 
 # hot_journal: another program's database app.db in the middle of a
