@@ -10,7 +10,7 @@
 static void
 renew_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	struct slots_seen seen;
+	struct slots_seen seen = { 0 };
 	struct record *r;
 	int renewed;
 

@@ -294,7 +294,7 @@ start_job(const struct args *a, struct job *j)
 static void
 keep_lease(struct keep *k)
 {
-	struct slots_seen seen;
+	struct slots_seen seen = { 0 };
 	struct answer ans;
 	int r;
 
@@ -575,7 +575,7 @@ static void
 run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct lease l, who;
-	struct slots_seen seen;
+	struct slots_seen seen = { 0 };
 	struct job j;
 	struct keywork kw; /* the rate's decision, with --limit */
 	struct keep keep = { 0 };
