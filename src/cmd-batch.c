@@ -60,6 +60,7 @@ struct reader {
 	size_t off; /* start of the next line */
 	size_t cap;
 	int eof;
+	int failed; /* standard input could not be read (said) */
 	int skip; /* skipping the rest of a line that is too long */
 	int toolong; /* the line just returned was too long */
 	size_t linelen; /* bytes in the line just returned */
@@ -186,8 +187,10 @@ next_line(struct reader *r, int block, long *lineno)
 		got = read(STDIN_FILENO, r->buf + r->len, READ_SIZE);
 		if (got < 0 && errno == EINTR)
 			continue;
-		if (got < 0)
+		if (got < 0) {
 			log_msg("batch: standard input: %s", strerror(errno));
+			r->failed = 1;
+		}
 		if (got <= 0)
 			r->eof = 1;
 		else
@@ -331,7 +334,10 @@ refused_here(const struct args *a)
 	if (a->has_wait)
 		return "cannot --wait in a batch: a request would hold up "
 		       "every other one; retry it after its retry_after";
-	if (strcmp(c->name, "inspect") == 0 && (a->key == NULL || a->names))
+	if (strcmp(c->name, "inspect") == 0 && a->names)
+		return "--names lists every key, which a batch does not; run "
+		       "it on its own";
+	if (strcmp(c->name, "inspect") == 0 && a->key == NULL)
 		return "in a batch shows one key; give the key";
 	return NULL;
 }
@@ -767,8 +773,28 @@ prefetch(struct store *st, struct group *g, int max)
  * word alone, as it is written: a word with quotes or escapes in it (which
  * may spell a command) is taken as one that writes.
  */
+static int line_is(const struct line *, int);
+
 static int
 line_reads(const struct line *l)
+{
+	return line_is(l, 0);
+}
+
+/*
+ * Does the line leave a state file that is not there unmade: one that
+ * reads, or a request that never makes one (reset, release, renew, gc:
+ * nothing to undo in a file not there), as a single call would.
+ */
+static int
+line_makes_none(const struct line *l)
+{
+	return line_is(l, 1);
+}
+
+/* line_reads(), or with makes_none, line_makes_none(). */
+static int
+line_is(const struct line *l, int makes_none)
 {
 	char name[16];
 	const char *p = l->text, *end = l->text + l->len, *w;
@@ -787,7 +813,8 @@ line_reads(const struct line *l)
 		return 1; /* nothing, or longer than any command's name */
 	memcpy(name, w, (size_t)(p - w));
 	name[p - w] = '\0';
-	return (e = cmd_find(name)) == NULL || !e->in_batch || e->reads_only;
+	return (e = cmd_find(name)) == NULL || !e->in_batch || e->reads_only ||
+	    (makes_none && e->makes_no_file);
 }
 
 /*
@@ -809,7 +836,11 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 	/* a store that reads ahead holds no lock: no time bound, no gap */
 	int remote = st != NULL && store_can_prefetch(st);
 	int max = remote ? REMOTE_GROUP_MAX : GROUP_MAX, lim, n, r, full, tell;
-	int reading = !remote && st != NULL && line_reads(&g->l[0]);
+	/* no state file there (opened to read as none): the lines at the
+	 * head that make none are read, as their single calls would be */
+	int missing = !remote && st != NULL && store_missing(st, NULL, 0);
+	int reading = !remote && st != NULL &&
+	    (missing ? line_makes_none(&g->l[0]) : line_reads(&g->l[0]));
 	int64_t bound;
 
 	for (;;) {
@@ -842,8 +873,9 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			return flush_group(c, g, 1, NULL, state_failed);
 		}
 		lim = prefetch(st, g, max);
-		for (n = 1;
-		     reading && n < g->nl && n < lim && line_reads(&g->l[n]);
+		for (n = 1; reading && n < g->nl && n < lim &&
+		     (missing ? line_makes_none(&g->l[n])
+			      : line_reads(&g->l[n]));
 		     n++)
 			;
 		if (reading)
@@ -931,7 +963,7 @@ lazy_store(struct ctx *c, struct store *st, struct group *g)
 
 	store_close(st);
 	c->store = NULL;
-	if (line_reads(&g->l[0]) && (st = open_if_missing(c)) != NULL)
+	if (line_makes_none(&g->l[0]) && (st = open_if_missing(c)) != NULL)
 		return st; /* still none: read as none */
 	c->read_only = 0;
 	answer_init(&scratch);
@@ -1039,7 +1071,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	/* every request was answered; exit 3 if any answer says a store
 	 * error kept it from being decided */
-	ans->rc = state_failed ? EXIT_STATE : EXIT_ALLOWED;
+	ans->rc = state_failed || r.failed ? EXIT_STATE : EXIT_ALLOWED;
 	said_again(&g);
 	free(g.said);
 	c->batch = 0; /* the driver closes the store */

@@ -41,8 +41,12 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 
 	memset(c, 0, sizeof(*c));
 	c->format = a->format;
-	if (!a->has_format && (env = getenv("THROTTLE_FORMAT")) != NULL &&
-	    *env != '\0' && parse_format(env, &c->format) == -1)
+	/* (batch answers json lines: THROTTLE_FORMAT, for single calls,
+	 * does not apply to it, so neither can a bad one stop it) */
+	if (!a->has_format &&
+	    (cmd == NULL || strcmp(cmd->name, "batch") != 0) &&
+	    (env = getenv("THROTTLE_FORMAT")) != NULL && *env != '\0' &&
+	    parse_format(env, &c->format) == -1)
 		return answer_usage(ans,
 		    "THROTTLE_FORMAT: '%s' is not a format; use text, json or "
 		    "shell",

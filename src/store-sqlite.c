@@ -2189,15 +2189,18 @@ sq_begin(void *p, int write)
 		/* the group's BEGIN IMMEDIATE took the lock and checked the
 		 * file; a request only counts what it changes (a group that
 		 * began to read takes no write: batch never asks it to) */
+		if (sq->missing) {
+			/* no file: a store with no keys, in which a request
+			 * that makes no file (reset, release, renew) finds
+			 * nothing to write */
+			sq->empty = 1;
+			sq->in_txn = 1;
+			return 0;
+		}
 		if (write && !sq->txn_write) {
 			set_err(sq,
 			    "internal error: a write in a batch's read group");
 			return -1;
-		}
-		if (sq->missing) {
-			sq->empty = 1; /* no file: a store with no keys */
-			sq->in_txn = 1;
-			return 0;
 		}
 		if (sq->broken || sqlite3_get_autocommit(sq->db)) {
 			sq->broken = 1;

@@ -141,6 +141,33 @@ load lib
 	[ "$(field remaining "$output")" = 4 ]
 }
 
+@test "batch: reset, release and renew make no state file, as their single calls do" {
+	needs_sqlite
+	run --separate-stderr at 1 batch <<-'EOF'
+		reset a
+		release a --lease 0123456789abcdef
+		renew a --lease 0123456789abcdef
+		release a
+	EOF
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 4 ]
+	[ "$(field exit "${lines[0]}")" = 0 ]
+	[ "$(field exit "${lines[1]}")" = 1 ]
+	[ "$(field exit "${lines[2]}")" = 1 ]
+	[ "$(field exit "${lines[3]}")" = 0 ]
+	[ ! -e state.db ] || { ls -la; return 1; }
+	[ ! -e state.db-wal ]
+	# a request that writes after them makes it, and decides as usual
+	run --separate-stderr at 1 batch <<-'EOF'
+		reset a
+		consume a --limit 1/1m
+		consume a --limit 1/1m
+	EOF
+	[ "$(field exit "${lines[1]}")" = 0 ]
+	[ "$(field exit "${lines[2]}")" = 1 ]
+	[ -e state.db ]
+}
+
 @test "batch: a batch that only reads makes no state file, and sees one made meanwhile" {
 	needs_sqlite
 	run --separate-stderr at 1 batch <<-'EOF'
@@ -445,4 +472,15 @@ load lib
 	[[ "${lines[1]}" == '{"key":"d","error":"--limit: '*'"exit":2}' ]]
 	# an option first: which word is the key cannot be told
 	[[ "${lines[2]}" == '{"error":'* ]]
+}
+
+@test "batch: standard input that cannot be read exits 3; THROTTLE_FORMAT does not apply; --names said as such" {
+	run --separate-stderr at 1 batch <"$TMP"
+	[ "$status" -eq 3 ]
+	[ "$stderr" = "throttle: batch: standard input: Is a directory" ]
+	run --separate-stderr env THROTTLE_FORMAT=bogus THROTTLE_NOW=1 "$THROTTLE" batch <<<'check k --limit 1/1m'
+	[ "$status" -eq 0 ]
+	[ "$(field exit "$output")" = 0 ]
+	run --separate-stderr at 1 batch <<<'inspect a --names'
+	[[ "$output" == *'"error":"inspect --names lists every key, which a batch does not; run it on its own"'* ]]
 }
