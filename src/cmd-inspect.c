@@ -429,13 +429,15 @@ show_shed(const char *key, size_t keylen, int64_t amount, int64_t changed_at,
 
 	l->sheds++;
 	if (l->c->format == FORMAT_TEXT) {
-		/* its shedding amount where a limit would be: s=0.450 */
-		int64_t milli = amount / (SHED_ONE / 1000);
+		/* its shedding amount where a limit would be: s=0.450,
+		 * rounded to the nearest thousandth as json's is to the
+		 * millionth, its sign kept (s=-0.000: not shedding) */
+		int64_t micro = shed_micro(amount);
+		int64_t milli = (micro < 0 ? -micro + 500 : micro + 500) / 1000;
 
 		snprintf(level, sizeof(level), "s=%s%lld.%03lld",
-		    milli < 0 ? "-" : "",
-		    (long long)((milli < 0 ? -milli : milli) / 1000),
-		    (long long)((milli < 0 ? -milli : milli) % 1000));
+		    amount < 0 ? "-" : "", (long long)(milli / 1000),
+		    (long long)(milli % 1000));
 		text_row(l, cell, key, keylen);
 		return 0;
 	}
@@ -462,6 +464,13 @@ show_name(const char *key, size_t keylen, void *arg)
 	struct look *l = arg;
 	struct record *r;
 
+	if (l->c->format == FORMAT_JSON) {
+		/* an object a line, as json is: every key, escaped */
+		rec_str(l->ans, answer_record(l->ans, TEXT_NONE), "key", key,
+		    keylen, 0);
+		answer_flush(l->ans);
+		return 0;
+	}
 	if (!text_plain(key, keylen))
 		return 0;
 	r = answer_record(l->ans, TEXT_RAW);
@@ -575,6 +584,15 @@ look_body(struct ctx *c, void *arg, struct answer *ans)
 	if (c->format == FORMAT_TEXT &&
 	    store_lease_list(c->store, a->key, a->keylen, show_lease, l) == -1)
 		return ctx_fail(c, ans);
+	if (c->format == FORMAT_SHELL && l->limits == 0 && l->locks == 0 &&
+	    l->sheds == 0 && l->leases > 0) {
+		/* a key holding only leases: its key and how many, so a
+		 * script can tell it is in use */
+		struct record *r = answer_record(ans, TEXT_NONE);
+
+		rec_str(ans, r, "key", a->key, a->keylen, 0);
+		rec_int(r, "leases", l->leases, 0);
+	}
 	return 0;
 }
 

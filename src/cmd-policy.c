@@ -92,6 +92,14 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			answer_usage(ans, "policy list: takes no name");
 			return;
 		}
+		if (c->format == FORMAT_SHELL && !c->batch) {
+			/* one NAME= per policy: eval would keep the last */
+			answer_usage(ans,
+			    "policy list: --format shell shows one policy; "
+			    "use policy show NAME, or --format json for all "
+			    "of them");
+			return;
+		}
 	} else if (strcmp(sub, "set") == 0 || strcmp(sub, "show") == 0 ||
 	    strcmp(sub, "delete") == 0) {
 		if (name == NULL || *name == '\0') {
@@ -151,6 +159,15 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	if (strcmp(sub, "show") == 0)
 		show_one(ans, name, p.spec);
+	else if (strcmp(sub, "set") == 0) {
+		/* said in json, silent in text, as a decision allowed */
+		struct record *r = answer_record(ans, TEXT_NONE);
+
+		rec_str(ans, r, "name", name, strlen(name), 0);
+		rec_str(ans, r, "options", p.spec, strlen(p.spec), 0);
+	} else if (strcmp(sub, "delete") == 0)
+		rec_str(ans, answer_record(ans, TEXT_NONE), "name", name,
+		    strlen(name), 0);
 }
 
 const struct cmd_entry cmd_policy_entry = {

@@ -349,3 +349,42 @@ THROTTLE_LEASES=0" ]
 	[[ "${lines[2]}" == "shedder "* ]] || { echo "$output"; return 1; }
 	[[ "${lines[3]}" == "k lease="* ]]
 }
+
+@test "inspect's text rounds a shedding amount to the nearest, as json's is" {
+	for t in 0 10 20 30 40 50 60 70 80; do at $t shed s --utilization 0.95 -q || true; done
+	run --separate-stderr at 80 inspect s --format json
+	[ "$(field shedding_amount "$output")" = 0.266667 ]
+	run --separate-stderr at 80 inspect s
+	[[ "${lines[1]}" =~ ^"shedder        s=0.267 " ]] || { echo "$output"; return 1; }
+}
+
+@test "json answers an object for every request on a key; --names too; shell shows a key with only leases" {
+	# reset and a lease not held printed nothing in json
+	run --separate-stderr at 1 reset a --format json
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"key":"a"}' ]
+	run --separate-stderr at 1 release a --lease 0123456789abcdef --format json
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"a"}' ]
+	run --separate-stderr at 1 renew a --lease 0123456789abcdef --format json
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"a"}' ]
+	run --separate-stderr at 1 policy set web --limit 5/1m --format json
+	[ "$output" = '{"name":"web","options":"--limit 5/1m"}' ]
+	run --separate-stderr at 1 policy set web --limit 5/1m
+	[ "$output" = "" ]
+	run --separate-stderr at 1 policy delete web --format json
+	[ "$output" = '{"name":"web"}' ]
+	at 1 consume 'a b' --limit 1/1m
+	at 1 acquire l --concurrency 2 >/dev/null
+	run --separate-stderr at 1 inspect --names --format json
+	[ "${lines[0]}" = '{"key":"a b"}' ]
+	[ "${lines[1]}" = '{"key":"l"}' ]
+	run --separate-stderr at 1 inspect l --format shell
+	[ "$status" -eq 0 ]
+	[ "$output" = "THROTTLE_KEY='l'
+THROTTLE_LEASES=1" ]
+	# one set of variables a policy: eval keeps the last of several
+	run --separate-stderr at 1 policy list --format shell
+	[ "$status" -eq 2 ]
+}
