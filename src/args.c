@@ -131,8 +131,8 @@ static const struct option_def {
 	    "the lease ends when this process on this host is gone", set_owner,
 	    AT(owner), AT(has_owner), 1, INT32_MAX },
 	{ OPT_TTL, "ttl", 0, "DURATION", CMDOPT_TTL,
-	    "the lease ends this long after it was taken (default 1h; run: "
-	    "none)",
+	    "the lease ends this long after it was taken or renewed "
+	    "(default 1h; run: none, and renews one while it runs)",
 	    set_duration, AT(ttl), AT(has_ttl), 0, 0 },
 	{ OPT_PRIORITY, "priority", 0, "LEVEL", CMDOPT_PRIORITY,
 	    "critical, high, normal (default) or low", set_priority,
@@ -262,7 +262,9 @@ add_limits(struct args *a, const char *v)
 			    LIMITS_MAX);
 		if (parse_limit(buf, &a->ls.count[a->ls.n],
 			&a->ls.period[a->ls.n], &err) == -1)
-			return usage_error(a, "--limit: '%s' %s", buf, err);
+			/* (blanks alone: the value as given) */
+			return usage_error(a, "--limit: '%s' %s",
+			    n > 0 ? buf : v, err);
 		a->ls.text[a->ls.n++] = v;
 		p = end ? end + 1 : NULL;
 	} while (p != NULL);

@@ -14,7 +14,9 @@
  *	   wrapper lives and, after it, while any process of the job's group
  *	   lives (host_owner_state()): a job's background processes,
  *	   pipelines and grandchildren hold it too, even after a kill -9 of
- *	   the wrapper.  A process that leaves the group (setsid, as daemons
+ *	   the wrapper.  With --ttl, the wrapper renews the lease every third
+ *	   of it while it waits for --limit and while the job's first process
+ *	   runs, opening the store for each renewal and closing it again.  A process that leaves the group (setsid, as daemons
  *	   do) is no longer part of the job.  No transaction and no
  *	   descriptor of the state file is open while the job runs (SQLite
  *	   and hiredis descriptors are close-on-exec).
@@ -189,6 +191,7 @@ struct keep {
 	int64_t every; /* us between renewals */
 	char every_text[32];
 	int lost; /* found ended, and said so */
+	int failing; /* a renewal failed, and it was said */
 };
 
 /* Nonzero if this process is in the foreground of its terminal. */
@@ -292,25 +295,33 @@ start_job(const struct args *a, struct job *j)
  * than its TTL) may be another's slot by now: said once, and left.
  */
 static void
-keep_lease(struct keep *k)
+keep_lease(void *arg)
 {
+	struct keep *k = arg;
 	struct slots_seen seen = { 0 };
 	struct answer ans;
-	int r;
+	int r, made = k->c->makes_no_file;
 
+	if (k->lost)
+		return; /* nothing left to renew */
 	answer_init(&ans);
+	/* a state file removed meanwhile is not made again for it */
+	k->c->makes_no_file = 1;
 	r = concurrency_renew(k->c, k->a->key, k->a->keylen, k->l->id,
 	    k->a->ttl, &seen, &ans);
+	k->c->makes_no_file = made;
 	ctx_close(k->c); /* no descriptor of the store while the job runs */
-	if (r == -1)
-		log_msg("%s; lease %s not renewed (tried again in %s)", ans.msg,
-		    k->l->id, k->every_text);
-	else if (r == 0 && !k->lost) {
+	if (r == -1 && !k->failing && !k->c->quiet)
+		log_msg("%s; lease %s not renewed (tried again every %s)",
+		    ans.msg, k->l->id, k->every_text);
+	k->failing = r == -1;
+	if (r == 0) {
 		k->lost = 1;
-		log_key(k->a->key, k->a->keylen,
-		    ": lease %s ended (its --ttl passed before it was "
-		    "renewed); the job runs on, and its slot may be another's",
-		    k->l->id);
+		if (!k->c->quiet)
+			log_key(k->a->key, k->a->keylen,
+			    ": lease %s ended (its --ttl passed before it was "
+			    "renewed); its slot may be another's",
+			    k->l->id);
 	}
 	answer_free(&ans);
 }
@@ -578,7 +589,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	struct slots_seen seen = { 0 };
 	struct job j;
 	struct keywork kw; /* the rate's decision, with --limit */
-	struct keep keep = { 0 };
+	struct keep *keep = NULL; /* with --ttl: what renews the lease */
 	int64_t mono0 = clock_monotonic();
 	int status, ran, taken, failed = 0, charged = 0;
 
@@ -622,6 +633,21 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 			ans->rc = taken; /* a signal cut the wait short */
 		return;
 	}
+	if (a->has_ttl && a->ttl > 0) {
+		/* renewed at a third of its TTL (two renewals may fail, a
+		 * store slow to answer, before it ends), from now on: while
+		 * --wait waits for --limit too */
+		keep = xcalloc(1, sizeof(*keep));
+		keep->c = c;
+		keep->a = a;
+		keep->l = &l;
+		keep->every = a->ttl / 3 > 0 ? a->ttl / 3 : 1;
+		output_human(keep->every_text, sizeof(keep->every_text),
+		    keep->every);
+		c->keep = keep_lease;
+		c->keep_arg = keep;
+		c->keep_every = keep->every;
+	}
 	if (a->nlimits > 0) {
 		/* --limit too: the slot first, so a busy key charges nothing */
 		struct args b = *a;
@@ -631,27 +657,30 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 			if (b.wait_max < 0)
 				b.wait_max = 0;
 		}
-		if ((charged = charge(c, &b, &kw, ans)) == CHARGE_STOP) {
+		charged = charge(c, &b, &kw, ans);
+		c->keep = NULL;
+		if (charged != CHARGE_STOP && keep != NULL && keep->lost) {
+			/* the wait outlasted the lease: the slot may be
+			 * another's now, and the job must not run beside it */
+			if (charged == CHARGE_DONE)
+				rate_refund(c, a, &kw);
+			refused(a, "lost its slot while it waited for --limit",
+			    ans);
+			charged = CHARGE_STOP;
+		}
+		if (charged == CHARGE_STOP) {
 			keystate_free(&kw);
 			cancel_job(&j);
 			release(c, a, &l);
+			free(keep);
 			return;
 		}
 		ctx_close(c);
 	}
-	if (a->has_ttl && a->ttl > 0) {
-		/* renewed at a third of its TTL: two renewals may fail
-		 * (a store slow to answer) before it ends */
-		keep.c = c;
-		keep.a = a;
-		keep.l = &l;
-		keep.every = a->ttl / 3 > 0 ? a->ttl / 3 : 1;
-		output_human(keep.every_text, sizeof(keep.every_text),
-		    keep.every);
-	}
+	c->keep = NULL;
 	status = run_job(a, &j, &ran,
-	    charged == CHARGE_DONE ? "; its unit is given back" : "",
-	    a->has_ttl && a->ttl > 0 ? &keep : NULL);
+	    charged == CHARGE_DONE ? "; its unit is given back" : "", keep);
+	free(keep);
 	if (!ran && charged == CHARGE_DONE)
 		rate_refund(c, a, &kw); /* not found or not executable */
 	if (charged != 0)
@@ -659,8 +688,9 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	if (ran && group_lingers(&j))
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    ": %s left processes running in its process group %ld; "
-		    "the slot stays held until they end",
-		    a->command[0], (long)j.pid);
+		    "the slot stays held until they end%s",
+		    a->command[0], (long)j.pid,
+		    a->has_ttl && a->ttl > 0 ? ", or its --ttl passes" : "");
 	else
 		release(c, a, &l);
 	ans->rc = status;
@@ -676,14 +706,15 @@ run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    "slots), or both");
 		return;
 	}
+	/* (what was typed: a policy's --ttl may be there for acquire) */
 	if (!a->has_concurrency &&
-	    (a->has_ttl || args_given(a, "priority") ||
+	    (args_given(a, "ttl") || args_given(a, "priority") ||
 		args_given(a, "reserve"))) {
 		/* lease options, with no lease to take */
 		answer_usage(ans,
 		    "run: --%s applies to the slot --concurrency takes; give "
 		    "--concurrency N too, or leave it out",
-		    a->has_ttl                      ? "ttl"
+		    args_given(a, "ttl")            ? "ttl"
 			: args_given(a, "priority") ? "priority"
 						    : "reserve");
 		return;

@@ -36,17 +36,10 @@ scan_one(const char *key, size_t keylen, const struct lease *stored, void *arg)
 	struct scan *sc = arg;
 	struct slots_seen *s = sc->seen;
 	struct lease m = *stored, *l = &m;
+	int moved = lease_carry(&m, sc->now);
 
 	(void)key;
 	(void)keylen;
-	if (lease_carry(&m, sc->now)) {
-		if (sc->nmoved == sc->capmoved) {
-			sc->capmoved = sc->capmoved ? sc->capmoved * 2 : 4;
-			sc->moved = xrealloc(sc->moved,
-			    sc->capmoved * sizeof(*sc->moved));
-		}
-		sc->moved[sc->nmoved++] = m;
-	}
 	if (!lease_live(l, sc->now, host_owner_state(sc->me, l))) {
 		if (sc->ndead == sc->cap) {
 			sc->cap = sc->cap ? sc->cap * 2 : 8;
@@ -55,6 +48,15 @@ scan_one(const char *key, size_t keylen, const struct lease *stored, void *arg)
 		}
 		memcpy(sc->dead[sc->ndead++], l->id, LEASE_ID_LEN + 1);
 		return 0;
+	}
+	/* a live lease moved: saved so (a dead one is deleted, not saved) */
+	if (moved) {
+		if (sc->nmoved == sc->capmoved) {
+			sc->capmoved = sc->capmoved ? sc->capmoved * 2 : 4;
+			sc->moved = xrealloc(sc->moved,
+			    sc->capmoved * sizeof(*sc->moved));
+		}
+		sc->moved[sc->nmoved++] = m;
 	}
 	s->active++;
 	if (l->expires != 0 && (s->soonest == 0 || l->expires < s->soonest))

@@ -120,6 +120,28 @@ ctx_close(struct ctx *c)
 	c->open_err = NULL;
 }
 
+/*
+ * Sleep us as clock_sleep() does (the signal that cut it short, or 0),
+ * calling c->keep every c->keep_every on the way.
+ */
+int
+ctx_sleep(struct ctx *c, int64_t us)
+{
+	int64_t end = clock_monotonic() + us, step;
+	int sig;
+
+	for (;;) {
+		if ((step = end - clock_monotonic()) <= 0)
+			return 0;
+		if (c->keep != NULL && step > c->keep_every)
+			step = c->keep_every;
+		if ((sig = clock_sleep(step)) != 0)
+			return sig;
+		if (c->keep != NULL && clock_monotonic() < end)
+			c->keep(c->keep_arg);
+	}
+}
+
 /* Close the context and free what it holds: it is not used again. */
 void
 ctx_free(struct ctx *c)

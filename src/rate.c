@@ -392,7 +392,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		if (k->d.allowed && k->d.retry_after > 0) {
 			/* a reservation: sleep to it, or give it back */
 			say_waiting(c, a, k, &said);
-			if ((sig = clock_sleep(k->d.retry_after)) != 0) {
+			if ((sig = ctx_sleep(c, k->d.retry_after)) != 0) {
 				c->now = start + clock_monotonic() - mono0;
 				refund(c, a, k, 1);
 				return 128 + sig;
@@ -433,7 +433,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			return EXIT_REFUSED;
 		}
 		say_waiting(c, a, k, &said);
-		if ((sig = clock_sleep(k->d.retry_after)) != 0)
+		if ((sig = ctx_sleep(c, k->d.retry_after)) != 0)
 			return 128 + sig;
 		waited = clock_monotonic() - mono0;
 		c->now = start + waited;

@@ -848,6 +848,39 @@ journal_foreign(int fd)
 	    be32(rec) == 1 && be32(rec + 4 + 68) == APPLICATION_ID);
 }
 
+/*
+ * Nonzero if a state file not there yet, or empty, has a -journal beside
+ * it that SQLite would delete as it opens the file (it takes a journal
+ * beside an empty database for one left over): not a regular file, or
+ * one with something in it that is no journal (notes, another program's
+ * file).  A journal's own header, or an empty or zeroed one, is let be.
+ */
+static int
+journal_stray(const char *path)
+{
+	char j[PATH_MAX + 16];
+	unsigned char head[8];
+	struct stat sb;
+	ssize_t n;
+	int fd;
+
+	if (stat(path, &sb) == 0 && sb.st_size > 0)
+		return 0; /* a file with pages: guarded_open() looks */
+	if (snprintf(j, sizeof(j), "%s-journal", path) >= (int)sizeof(j) ||
+	    lstat(j, &sb) == -1)
+		return 0;
+	if (!S_ISREG(sb.st_mode))
+		return 1;
+	if ((fd = open(j, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
+	    -1)
+		return 0; /* SQLite cannot open it either */
+	n = read(fd, head, sizeof(head));
+	close(fd);
+	return n > 0 && head[0] != 0 &&
+	    (n != (ssize_t)sizeof(head) ||
+		memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0);
+}
+
 static int
 guarded_open(const char *path, int flags, int mode)
 {
@@ -1691,6 +1724,13 @@ sq_connect(struct sq *sq, int create, int immutable)
 #ifdef THROTTLE_FAULT
 	faultvfs_register();
 #endif
+	if (journal_stray(path)) {
+		set_err(sq,
+		    "has a -journal file beside it that is not its own (a "
+		    "file in WAL mode keeps none), which SQLite would delete; "
+		    "the files were left untouched: move that -journal away");
+		return -1;
+	}
 	guard_begin(path);
 	if (sqlite3_open_v2(immutable ? uri : path, &sq->db, flags, NULL) !=
 	    SQLITE_OK) {

@@ -347,8 +347,11 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
 		return bad_record(st, key, keylen, why);
 	fprintf(fp, "%s: the key '", st->name);
 	escape_text(fp, key, keylen);
-	if (idlen != LEASE_ID_LEN ||
-	    strspn(id, "0123456789abcdef") < LEASE_ID_LEN) {
+	for (i = 0; i < idlen && i < LEASE_ID_LEN &&
+	     strchr("0123456789abcdef", id[i]) != NULL && id[i] != '\0';
+	     i++)
+		;
+	if (idlen != LEASE_ID_LEN || i < LEASE_ID_LEN) {
 		/* no id release --lease takes: no throttle wrote it */
 		fprintf(fp, "' %s, under the id '", why);
 		escape_text(fp, id, idlen);

@@ -286,6 +286,11 @@ struct ctx {
 	int open_unavailable; /* opening the store failed: out of reach */
 	char *open_err; /* opening the store failed: why (not tried again,
 			 * so a call spends --lock-timeout once) */
+	/* while a --wait sleeps, keep(keep_arg) every keep_every us (run:
+	 * renew the lease it holds); NULL: nothing to keep */
+	void (*keep)(void *);
+	void *keep_arg;
+	int64_t keep_every;
 };
 
 /* Which command options a command takes (cmd_entry.options). */
@@ -517,6 +522,7 @@ int concurrency_renew(struct ctx *, const char *, size_t, const char *, int64_t,
 /* ctx.c */
 int ctx_init(struct ctx *, const struct args *, struct answer *);
 void ctx_close(struct ctx *);
+int ctx_sleep(struct ctx *, int64_t);
 void ctx_free(struct ctx *);
 struct store *ctx_store(struct ctx *, struct answer *);
 int ctx_now(struct ctx *, struct answer *);

@@ -359,3 +359,15 @@ taken_and_locked() {
 	run at 1000000011 acquire o --concurrency 1
 	[ "$status" -eq 1 ]
 }
+
+@test "a lease taken while the clock was ahead whose owner is gone is deleted, not saved again" {
+	needs_sqlite
+	sleep 100 &
+	owner=$!
+	track "$owner"
+	at 1031536000 acquire d --concurrency 2 --ttl 10s --owner "$owner" >/dev/null
+	kill "$owner"
+	wait "$owner" 2>/dev/null || true
+	at 1000000011 acquire d --concurrency 2 >/dev/null
+	[ "$(sqlite3 state.db "SELECT count(*) FROM rec WHERE kind = 3 AND key = CAST('d' AS BLOB)")" = 1 ]
+}

@@ -270,6 +270,15 @@ hot_journal() {
 	run at 2 consume k --limit 5/1h --db s.db
 	[ "$status" -eq 0 ]
 	[ -e s.db-journal ]
+	# beside a state file not made yet, or empty, SQLite deleted it
+	echo "my notes" >new.db-journal
+	for f in "" empty; do
+		[ -z "$f" ] || : >new.db
+		run at 2 consume k --limit 5/1h --db new.db
+		[ "$status" -eq 3 ] || { echo "$f: $output"; return 1; }
+		[[ "$output" == *"new.db: has a -journal file beside it that is not its own"* ]]
+		[ "$(cat new.db-journal)" = "my notes" ]
+	done
 }
 
 @test "a crash while an adopted database is switched to WAL leaves a journal of throttle's own, rolled back" {

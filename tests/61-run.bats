@@ -118,6 +118,23 @@ load lib
 	[ -e ran ]
 }
 
+@test "run --concurrency --ttl --limit --wait: the lease is renewed while it waits for the rate" {
+	"$THROTTLE" consume k --limit 1/4s -q
+	# the slot is taken first, then --wait waits ~4s for the rate: a
+	# --ttl of 1s ended the slot while the wrapper waited, and a second
+	# job ran beside the first
+	"$THROTTLE" run k --concurrency 1 --ttl 1s --limit 1/4s --wait 20s -q -- sh -c 'sleep 1; touch "$0"' "$TMP/first" &
+	wrapper=$!
+	track "$wrapper"
+	wait_lease k
+	sleep 2
+	run --separate-stderr "$THROTTLE" run k --concurrency 1 -- touch "$TMP/second"
+	[ "$status" -eq 75 ] || { echo "$stderr"; return 1; }
+	wait "$wrapper"
+	[ -e "$TMP/first" ]
+	[ ! -e "$TMP/second" ]
+}
+
 @test "run forwards SIGTERM, SIGINT and SIGHUP to the command" {
 	for sig in TERM INT HUP; do
 		# a background job of a script starts with SIGINT ignored;
@@ -301,6 +318,11 @@ wait_gone() {
 		[ "$status" -eq 2 ]
 		[ "$output" = "throttle: run: ${o%% *} applies to the slot --concurrency takes; give --concurrency N too, or leave it out" ] || { echo "$output"; return 1; }
 	done
+	# a policy's --ttl is there for acquire: run with its limit runs
+	at 1 policy set jobs --limit 5/1m --ttl 10m
+	run at 1 run jobs:x -- echo hi
+	[ "$status" -eq 0 ]
+	[ "$output" = hi ]
 	run "$THROTTLE" run --limit 1/1s -- true
 	[ "$status" -eq 2 ]
 	run "$THROTTLE" run k --limit 1/1s --conflict-exit-code 256 -- true
