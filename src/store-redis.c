@@ -75,7 +75,8 @@ struct khash {
 	struct hfield *f;
 	int n, cap;
 	int touched; /* written: rewritten at commit */
-	int old; /* read from throttle 0.1's keys: those go at commit */
+	int old; /* read from throttle 0.1's keys, a bit a key (old_tags):
+		    those go at commit */
 	int node; /* the server it was read from (rs->node[]) */
 	int ask; /* read there after an ASK: ASKING before each command */
 	unsigned where; /* IN_HASH, IN_OLD(i): where it was read from */
@@ -1360,9 +1361,45 @@ take_time(struct rs *rs, const redisReply *r)
 }
 
 /*
+ * Nonzero if a hash read at a name of throttle 0.1's limits (tag 'k') or
+ * leases ('l') is one 0.1 wrote: each field a limit's place (a digit) or
+ * a lease id.  Another deployment's hash may have that name (its prefix
+ * this one's plus "k:", its key in braces): that is not this one's to
+ * merge, move or delete.
+ */
+static int
+old_hash(const redisReply *r, char tag)
+{
+	size_t i, j;
+
+	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
+		return 1; /* add_fields() says what is wrong */
+	for (i = 0; i < r->elements; i += 2) {
+		const redisReply *k = r->element[i];
+
+		if (k->type != REDIS_REPLY_STRING)
+			return 1;
+		if (tag == 'k' &&
+		    !(k->len == 1 && k->str[0] >= '0' &&
+			k->str[0] < '0' + LIMITS_MAX))
+			return 0;
+		if (tag == 'l') {
+			if (k->len != LEASE_ID_LEN)
+				return 0;
+			for (j = 0; j < k->len; j++)
+				if (strchr("0123456789abcdef", k->str[j]) ==
+					NULL ||
+				    k->str[j] == '\0')
+					return 0;
+		}
+	}
+	return 1;
+}
+
+/*
  * Reply j of a key's read into h: 0 the key's hash, 1.. the keys of
- * throttle 0.1's layout (merged, h->old set if any held something).  0,
- * or -1 with the error set.
+ * throttle 0.1's layout (merged, h->old's bit j - 1 set if it held
+ * something).  0, or -1 with the error set.
  */
 static int
 take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
@@ -1371,6 +1408,8 @@ take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
 
 	if (j == 0)
 		return add_fields(rs, h, r, 0, 0);
+	if ((j == 1 || j == 3) && !old_hash(r, old_tags[j - 1]))
+		return 0; /* not 0.1's: left as it is */
 	if (j == 1 || j == 3)
 		got = add_fields(rs, h, r, old_tags[j - 1], 1) == -1
 		    ? -1
@@ -1380,7 +1419,7 @@ take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
 	if (got == -1)
 		return -1;
 	if (got > 0)
-		h->old = 1;
+		h->old |= 1 << (j - 1);
 	return 0;
 }
 
@@ -1545,6 +1584,13 @@ take_read(struct rs *rs, struct khash *h, int *ok)
 		if (skip_asking(rs, h) == -1 ||
 		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
+		if (i > 0 && r->type == REDIS_REPLY_ERROR &&
+		    strncmp(r->str, "WRONGTYPE", 9) == 0) {
+			/* at a name of 0.1's lockout or shedder, a key of
+			 * another kind than 0.1 wrote: not 0.1's */
+			freeReplyObject(r);
+			continue;
+		}
 		if (*ok == 0 && bad_read(rs, h, i, r))
 			*ok = -1;
 		else if (*ok == 0)
@@ -2075,7 +2121,9 @@ append_hash(struct rs *rs, const struct khash *h, int64_t now)
 			n++;
 		}
 	}
-	for (i = 0; h->old && i < 4; i++) {
+	for (i = 0; i < 4; i++) {
+		if (!(h->old & (1 << i)))
+			continue; /* none there, or not 0.1's */
 		old = old_key(rs, old_tags[i], h->key, h->keylen, &olen);
 		argv[0] = "DEL";
 		len[0] = 3;

@@ -537,6 +537,28 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	[ "$(rcli hexists 'throttle:{idle}' k0)" = 1 ]
 }
 
+@test "redis: another deployment whose prefix is ours plus k: or o: is not taken for 0.1's keys" {
+	start_redis
+	# its prefix throttle:k: puts its key user1 at throttle:k:{user1},
+	# which is where 0.1 kept our key {user1}'s limits: gc moved it into
+	# throttle:{{user1}} under a junk field, and its limit started over
+	other="unix://$SOCK?prefix=throttle:k:"
+	at 1 --db "$other" consume user1 --limit 1/1d
+	at 1 --db "$other" acquire job --concurrency 1 >/dev/null
+	at 1 --db "unix://$SOCK?prefix=throttle:o:" consume u2 --limit 1/1d
+	run --separate-stderr at 2 gc
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	run --separate-stderr at 2 inspect
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$(rcli exists 'throttle:k:{user1}' 'throttle:k:{job}' 'throttle:o:{u2}')" = 3 ]
+	[ "$(rcli exists 'throttle:{{user1}}')" = 0 ]
+	run at 2 --db "$other" consume user1 --limit 1/1d
+	[ "$status" -eq 1 ]
+	run at 2 --db "$other" acquire job --concurrency 1
+	[ "$status" -eq 1 ]
+}
+
 @test "redis: --on-error allow fails open only when the server is out of reach" {
 	# down: an outage, failed open as asked
 	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 1/1s
