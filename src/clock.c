@@ -87,6 +87,26 @@ on_signal(int sig)
 }
 
 /*
+ * Sleep us, leaving signals as they are: a store's nap between tries is
+ * no --wait to cut short, so a signal that ends the process (SIGTERM from
+ * a service manager) ends it at once, not once --lock-timeout has run out
+ * (clock_sleep() would catch it, and a store's caller not look).
+ */
+void
+clock_nap(int64_t us)
+{
+	struct timespec ts;
+	int64_t deadline = clock_monotonic() + us, left;
+
+	while ((left = deadline - clock_monotonic()) > 0) {
+		ts.tv_sec = (time_t)(left / US_PER_SEC);
+		ts.tv_nsec = (long)(left % US_PER_SEC) * 1000;
+		if (nanosleep(&ts, NULL) == -1 && errno != EINTR)
+			break;
+	}
+}
+
+/*
  * Sleep us microseconds on the monotonic clock.  SIGINT, SIGTERM or SIGHUP
  * cut the sleep short: the signal's number is returned (0 if none came),
  * so the caller can undo what it reserved before it exits.

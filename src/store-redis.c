@@ -1042,7 +1042,7 @@ nap(struct rs *rs, int tries)
 	if (t > left)
 		t = left;
 	if (t > 0)
-		clock_sleep(t);
+		clock_nap(t);
 }
 
 /*
@@ -2343,7 +2343,7 @@ backoff(struct rs *rs)
 	if (nap > left)
 		nap = left > 0 ? left : 0;
 	if (nap > 0)
-		clock_sleep(nap);
+		clock_nap(nap);
 }
 
 /*

@@ -1252,7 +1252,7 @@ lock_folder(struct sq *sq)
 			    "--lock-timeout");
 			return -1;
 		}
-		clock_sleep(2000);
+		clock_nap(2000);
 	}
 	return fd;
 }
@@ -2087,7 +2087,7 @@ reopen_immutable(struct sq *sq)
 			    "--lock-timeout");
 			return -1;
 		}
-		clock_sleep(1000);
+		clock_nap(1000);
 	}
 	if (sq_connect(sq, 0, 1) == -1) {
 		close(fd);

@@ -443,6 +443,7 @@ const char *clock_pinned_text(void);
 void clock_real_only(void);
 int64_t clock_monotonic(void);
 int clock_sleep(int64_t);
+void clock_nap(int64_t);
 
 struct store;
 
