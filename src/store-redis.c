@@ -1264,13 +1264,18 @@ cmp_field(const void *x, const void *y)
 	return c != 0 ? c : al < bl ? -1 : al > bl;
 }
 
+/* add_fields(): only those h has not got; each a key's record */
+#define ADD_MISSING 1
+#define ADD_RECORDS 2
+
 /* Add the fields of an HGETALL reply (prefixed with tag if not 0). */
 static int
 add_fields(struct rs *rs, struct khash *h, const redisReply *r, char tag,
-    int only_missing)
+    int flags)
 {
 	char name[2 + LEASE_ID_LEN + 64];
-	size_t i, n;
+	const char *id;
+	size_t i, n, idlen;
 
 	if (r->type == REDIS_REPLY_NIL)
 		return 0;
@@ -1286,12 +1291,27 @@ add_fields(struct rs *rs, struct khash *h, const redisReply *r, char tag,
 			reply_err(rs, NULL, "reading a key");
 			return -1;
 		}
+		if ((flags & ADD_RECORDS) &&
+		    field_kind(k->str, k->len, &id, &idlen) == 0) {
+			/* a field no throttle writes: the key is not all
+			 * ours, and rewriting it whole would drop its expiry
+			 * and keep the field for good */
+			set_err(rs,
+			    "reading a key: the key '%.*s' holds a field "
+			    "'%.*s' "
+			    "throttle did not write; use another ?prefix= than "
+			    "'%s', or remove that key if nothing else needs it",
+			    (int)(h->rlen < 200 ? h->rlen : 200), h->rkey,
+			    (int)(k->len < 40 ? k->len : 40), k->str,
+			    rs->prefix);
+			return -1;
+		}
 		n = 0;
 		if (tag != 0)
 			name[n++] = tag;
 		memcpy(name + n, k->str, k->len);
 		n += k->len;
-		if (only_missing && has_field(h, name, n))
+		if ((flags & ADD_MISSING) && has_field(h, name, n))
 			continue;
 		hash_set(h, name, n, v->str, v->len);
 	}
@@ -1407,11 +1427,11 @@ take_reply(struct rs *rs, struct khash *h, const redisReply *r, int j)
 	int got;
 
 	if (j == 0)
-		return add_fields(rs, h, r, 0, 0);
+		return add_fields(rs, h, r, 0, ADD_RECORDS);
 	if ((j == 1 || j == 3) && !old_hash(r, old_tags[j - 1]))
 		return 0; /* not 0.1's: left as it is */
 	if (j == 1 || j == 3)
-		got = add_fields(rs, h, r, old_tags[j - 1], 1) == -1
+		got = add_fields(rs, h, r, old_tags[j - 1], ADD_MISSING) == -1
 		    ? -1
 		    : r->type == REDIS_REPLY_ARRAY && r->elements > 0;
 	else

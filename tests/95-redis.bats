@@ -559,6 +559,22 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	[ "$status" -eq 1 ]
 }
 
+@test "redis: a key's hash with a field throttle never writes is refused, its expiry kept" {
+	start_redis
+	rcli hset 'throttle:{bar}' zz 1 name alice >/dev/null
+	rcli expire 'throttle:{bar}' 500 >/dev/null
+	# it was decided on, rewritten with k0 beside them, and its expiry
+	# dropped; inspect said no state, and verify ok
+	for cmd in "consume bar --limit 1/1h" "inspect bar" "reset bar" "gc" "verify"; do
+		run --separate-stderr at 1 $cmd
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == *"the key 'throttle:{bar}' holds a field 'zz' throttle did not write; use another ?prefix="* ]] || { echo "$cmd: $stderr"; return 1; }
+	done
+	[ "$(rcli hlen 'throttle:{bar}')" = 2 ]
+	ttl=$(rcli ttl 'throttle:{bar}')
+	[ "$ttl" -gt 0 ]
+}
+
 @test "redis: --on-error allow fails open only when the server is out of reach" {
 	# down: an outage, failed open as asked
 	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 1/1s
