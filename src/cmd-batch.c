@@ -549,7 +549,7 @@ write_notes(struct group *g, size_t len)
  */
 static int
 flush_group(const struct ctx *c, struct group *g, int committed,
-    const char *msg, int *state_failed)
+    const char *msg, int unsure, int *state_failed)
 {
 	long notes = ftell(g->notes);
 	int i, rc;
@@ -574,8 +574,14 @@ flush_group(const struct ctx *c, struct group *g, int committed,
 		if (i == g->n)
 			said.on_error = ON_ERROR_FAIL;
 		said_again(g);
-		log_msg("%s; none of the last %d requests was kept%s", msg,
-		    g->n, ctx_state_note(&said));
+		if (unsure) /* the connection went as the commit was sent */
+			log_msg("%s; the last %d requests were sent to be "
+				"saved and no answer came: the server may "
+				"have kept them, or not%s",
+			    msg, g->n, ctx_state_note(&said));
+		else
+			log_msg("%s; none of the last %d requests was kept%s",
+			    msg, g->n, ctx_state_note(&said));
 		free(g->said);
 		g->said = NULL;
 	}
@@ -853,7 +859,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			for (n = 0; n < g->nl; n++)
 				one_line(c, &g->l[n], g, mem, membuf);
 			drop_lines(g, g->nl);
-			return flush_group(c, g, 1, NULL, state_failed);
+			return flush_group(c, g, 1, NULL, 0, state_failed);
 		}
 		if (store_group_begin(st, !reading) == -1) {
 			/* the lock or the file: the first line is answered as
@@ -870,7 +876,7 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 			rewind(mem);
 			one_line(&failed, &g->l[0], g, mem, membuf);
 			drop_lines(g, 1);
-			return flush_group(c, g, 1, NULL, state_failed);
+			return flush_group(c, g, 1, NULL, 0, state_failed);
 		}
 		lim = prefetch(st, g, max);
 		for (n = 1; reading && n < g->nl && n < lim &&
@@ -914,9 +920,10 @@ decide_group(struct ctx *c, struct store *st, struct group *g, FILE *mem,
 		drop_lines(g, n);
 		if (r == -1) {
 			snprintf(err, sizeof(err), "%s", store_error(st));
-			r = flush_group(c, g, 0, err, state_failed);
+			r = flush_group(c, g, 0, err, store_unsure(st),
+			    state_failed);
 		} else
-			r = flush_group(c, g, 1, NULL, state_failed);
+			r = flush_group(c, g, 1, NULL, 0, state_failed);
 		return r == -1 ? -1 : full;
 	}
 }

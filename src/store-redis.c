@@ -139,6 +139,7 @@ struct rs {
 	int64_t time; /* the server's TIME, read with the last key */
 	int has_time;
 	int unavailable; /* the last error: the server out of reach */
+	int unsure; /* the last commit was sent, its reply lost: it may be kept */
 	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
 	int64_t reply_t; /* bound_time(): how long one reply may take */
@@ -2279,6 +2280,7 @@ send:
 		if (get_reply(rs, rs->c, &r) != REDIS_OK || r == NULL) {
 			reply_err(rs, NULL, "saving");
 			rs->redirect = 0; /* it may have been saved: no again */
+			rs->unsure = 1;
 			return -1;
 		}
 		if (i == n + 1) {
@@ -2486,6 +2488,7 @@ rs_begin(void *p, int write)
 	rs->unavailable = 0;
 	if (rs->group)
 		return 0; /* what the group read stays read */
+	rs->unsure = 0;
 	if (rs->carry) {
 		/* the key the policy lookup read (WATCHed, with the server's
 		 * TIME) is this decision's: no round trip to read it again */
@@ -2513,6 +2516,13 @@ rs_begin(void *p, int write)
  * end.  If a watched key changed meanwhile, the end says STORE_RETRY and
  * the batch decides the group again.
  */
+/* The last commit's EXEC was sent, and its reply lost: it may be kept. */
+static int
+rs_unsure(void *p)
+{
+	return ((struct rs *)p)->unsure;
+}
+
 static int
 rs_group_begin(void *p, int write)
 {
@@ -4121,6 +4131,7 @@ const struct store_ops store_redis_ops = {
 	.group_begin = rs_group_begin,
 	.group_end = rs_group_end,
 	.prefetch = rs_prefetch,
+	.unsure = rs_unsure,
 	.get = rs_get,
 	.put = rs_put,
 	.del = rs_del,

@@ -454,6 +454,13 @@ store_waiting(struct store *st)
 	return st->ops->waiting != NULL ? st->ops->waiting(st->impl) : -1;
 }
 
+/* Nonzero if the last commit failed after it was sent: it may be kept. */
+int
+store_unsure(const struct store *st)
+{
+	return st->ops->unsure != NULL && st->ops->unsure(st->impl);
+}
+
 /* Nonzero if the store reads a group's keys faster all at once. */
 int
 store_can_prefetch(const struct store *st)

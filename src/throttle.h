@@ -806,6 +806,9 @@ struct store_ops {
 	int (*group_end)(void *, int);
 	/* read ahead the keys a group's requests will read, or NULL */
 	int (*prefetch)(void *, char *const *, const size_t *, int);
+	/* nonzero if the last commit failed after it was sent, so the
+	 * server may have kept it (NULL: never) */
+	int (*unsure)(void *);
 	/* the key's records of the kinds in mask, in kind and id order */
 	int (
 	    *get)(void *, const char *, size_t, unsigned, store_rec_fn, void *);
@@ -859,6 +862,7 @@ int store_group_begin(struct store *, int);
 int store_group_end(struct store *, int);
 int store_prefetch(struct store *, char *const *, const size_t *, int);
 int store_can_prefetch(const struct store *);
+int store_unsure(const struct store *);
 int store_waiting(struct store *);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);

@@ -241,6 +241,56 @@ while True:
 	[[ "$stderr" != *"is the server up"* ]]
 }
 
+@test "redis: a batch whose commit was sent and its answer lost says it may have been kept" {
+	command -v python3 >/dev/null || skip "needs python3 for a proxy that cuts the connection"
+	start_redis
+	# a proxy that passes everything on, but closes the connection once
+	# an EXEC has gone to the server, before its reply comes back
+	python3 -c 'import socket, sys, threading
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1])
+s.listen(8)
+def serve(c):
+    r = socket.socket(socket.AF_UNIX)
+    r.connect(sys.argv[2])
+    cut = threading.Event()
+    def back():
+        try:
+            while not cut.is_set():
+                d = r.recv(65536)
+                if not d or cut.is_set():
+                    break
+                c.sendall(d)
+        except OSError:
+            pass
+    threading.Thread(target=back, daemon=True).start()
+    try:
+        while True:
+            d = c.recv(65536)
+            if not d:
+                break
+            if b"EXEC" in d:
+                cut.set()
+                r.sendall(d)
+                break
+            r.sendall(d)
+    except OSError:
+        pass
+    c.close()
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c,), daemon=True).start()' "$TMP/cut.sock" "$SOCK" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -S "$TMP/cut.sock" ] && break; sleep 0.1; done
+	run --separate-stderr "$THROTTLE" --db "unix://$TMP/cut.sock" --lock-timeout 1s batch <<<'consume k --limit 5/1h'
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the last 1 requests were sent to be saved and no answer came: the server may have kept them, or not"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" != *"none of the last"* ]]
+	# it did keep it
+	run --separate-stderr "$THROTTLE" inspect k --format json
+	[ "$(field remaining "$output")" = 4 ]
+}
+
 @test "redis: a server that answers a byte at a time costs a call --lock-timeout, not more" {
 	command -v python3 >/dev/null || skip "needs python3 for a server that drips its replies"
 	# each reply begun and never ended: a byte every 200ms, for a minute
