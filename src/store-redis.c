@@ -265,7 +265,10 @@ reply_err(struct rs *rs, const redisReply *r, const char *what)
 	/* out of reach: the connection failed or timed out, or the server
 	 * cannot answer yet (loading, failing over); anything else it says
 	 * is a misconfiguration that --on-error allow must not hide */
-	rs->unavailable = rs->c->err != 0 ||
+	/* (something that answers, not in Redis's protocol, is a wrong
+	 * host or port: it will not become Redis by waiting) */
+	rs->unavailable =
+	    (rs->c->err != 0 && rs->c->err != REDIS_ERR_PROTOCOL) ||
 	    (r != NULL && r->type == REDIS_REPLY_ERROR &&
 		(strncmp(r->str, "LOADING", 7) == 0 ||
 		    strncmp(r->str, "MASTERDOWN", 10) == 0 ||

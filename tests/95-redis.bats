@@ -239,6 +239,11 @@ while True:
 	[ -z "$output" ]
 	[[ "$stderr" == *"unix://$TMP/http.sock"*"what answered is not a Redis server"*"check the URL's host and port"* ]] || { echo "$stderr"; return 1; }
 	[[ "$stderr" != *"is the server up"* ]]
+	# a wrong host or port, not an outage: --on-error allow must not
+	# hide it for good
+	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"exit 3 whatever --on-error says"* ]]
 }
 
 @test "redis: a batch whose commit was sent and its answer lost says it may have been kept" {
