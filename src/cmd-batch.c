@@ -465,8 +465,16 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	if (ans.msg_kind == MSG_STATE)
 		rc = ctx_fail_answer(&c, &a, &ans);
 	if (ans.nrec == 0)
+		/* (a note on a request that succeeded, such as a reset in a
+		 * file not there, is no error: said on stderr only) */
 		reply_error(g, a.key ? a.key : "", a.keylen,
-		    ans.msg_kind != MSG_NONE ? ans.msg : NULL, rc);
+		    ans.msg_kind != MSG_NONE &&
+			    !(rc == EXIT_ALLOWED &&
+				(ans.msg_kind == MSG_INFO ||
+				    ans.msg_kind == MSG_NOTICE))
+			? ans.msg
+			: NULL,
+		    rc);
 	else {
 		/* one line, whatever the records (inspect KEY: its leases
 		 * and shedder too): a reader takes a line a request */
@@ -777,7 +785,8 @@ prefetch(struct store *st, struct group *g, int max)
  * (check, inspect), a comment, or a line refused before it reaches the
  * store (too long, a NUL, a first word that is no request)?  By its first
  * word alone, as it is written: a word with quotes or escapes in it (which
- * may spell a command) is taken as one that writes.
+ * may spell a command), or an option before the command (--cost 2
+ * consume ...), is taken as one that writes.
  */
 static int line_is(const struct line *, int);
 
@@ -812,6 +821,8 @@ line_is(const struct line *l, int makes_none)
 		p++;
 	if (p < end && *p == '#')
 		return 1; /* a comment */
+	if (p < end && *p == '-')
+		return 0; /* options before the command: which, not told */
 	for (w = p; p < end && *p != ' ' && *p != '\t' && *p != '\r'; p++)
 		if (strchr("'\"\\$`", *p) != NULL)
 			return 0;

@@ -647,6 +647,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 		c->keep = keep_lease;
 		c->keep_arg = keep;
 		c->keep_every = keep->every;
+		c->keep_due = clock_monotonic() + keep->every; /* as taken */
 	}
 	if (a->nlimits > 0) {
 		/* --limit too: the slot first, so a busy key charges nothing */

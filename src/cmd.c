@@ -181,7 +181,8 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 					      : ctx_fail_answer(c, a, ans);
 	else if (c->format == FORMAT_JSON && ans->nrec == 0 &&
 	    ans->streamed == 0 && a->cmd != NULL && a->cmd->operand_is_key &&
-	    a->key != NULL && (rc == EXIT_ALLOWED || rc == EXIT_REFUSED))
+	    !a->cmd->takes_command && a->key != NULL &&
+	    (rc == EXIT_ALLOWED || rc == EXIT_REFUSED))
 		/* a request on a key that had nothing more to say (reset, a
 		 * lease not held) still answers a json reader with an
 		 * object: the one a batch gives, but for its "exit" */

@@ -122,23 +122,30 @@ ctx_close(struct ctx *c)
 
 /*
  * Sleep us as clock_sleep() does (the signal that cut it short, or 0),
- * calling c->keep every c->keep_every on the way.
+ * calling c->keep every c->keep_every on the way: counted across calls
+ * (c->keep_due), so that many short sleeps (a --wait polled again and
+ * again) keep it as one long one does.
  */
 int
 ctx_sleep(struct ctx *c, int64_t us)
 {
-	int64_t end = clock_monotonic() + us, step;
+	int64_t now = clock_monotonic(), end = now + us, step;
 	int sig;
 
+	if (c->keep != NULL && c->keep_due == 0)
+		c->keep_due = now + c->keep_every;
 	for (;;) {
-		if ((step = end - clock_monotonic()) <= 0)
+		now = clock_monotonic();
+		if (c->keep != NULL && now >= c->keep_due) {
+			c->keep(c->keep_arg);
+			c->keep_due = clock_monotonic() + c->keep_every;
+		}
+		if ((step = end - now) <= 0)
 			return 0;
-		if (c->keep != NULL && step > c->keep_every)
-			step = c->keep_every;
+		if (c->keep != NULL && step > c->keep_due - now)
+			step = c->keep_due - now;
 		if ((sig = clock_sleep(step)) != 0)
 			return sig;
-		if (c->keep != NULL && clock_monotonic() < end)
-			c->keep(c->keep_arg);
 	}
 }
 

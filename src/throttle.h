@@ -291,6 +291,8 @@ struct ctx {
 	void (*keep)(void *);
 	void *keep_arg;
 	int64_t keep_every;
+	int64_t
+	    keep_due; /* monotonic: when keep is next due (0: now + every) */
 };
 
 /* Which command options a command takes (cmd_entry.options). */

@@ -384,6 +384,10 @@ THROTTLE_LEASES=0" ]
 	[ "$status" -eq 0 ]
 	[ "$output" = "THROTTLE_KEY='l'
 THROTTLE_LEASES=1" ]
+	# run's stdout is its job's: nothing added to it in json
+	run --separate-stderr at 1 run job --concurrency 1 --format json -- printf 'data\n'
+	[ "$status" -eq 0 ]
+	[ "$output" = data ]
 	# one set of variables a policy: eval keeps the last of several
 	run --separate-stderr at 1 policy list --format shell
 	[ "$status" -eq 2 ]
