@@ -16,8 +16,9 @@
  *	   pipelines and grandchildren hold it too, even after a kill -9 of
  *	   the wrapper.  With --ttl, the wrapper renews the lease every third
  *	   of it while it waits for --limit and while the job's first process
- *	   runs, opening the store for each renewal and closing it again.  A process that leaves the group (setsid, as daemons
- *	   do) is no longer part of the job.  No transaction and no
+ *	   runs, opening the store for each renewal and closing it again.  A
+ *	   process that leaves the group (setsid, as daemons do) is no longer
+ *	   part of the job.  No transaction and no
  *	   descriptor of the state file is open while the job runs (SQLite
  *	   and hiredis descriptors are close-on-exec).
  *	3. SIGINT, SIGTERM and SIGHUP sent to the wrapper are passed on to the
