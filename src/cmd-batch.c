@@ -718,6 +718,8 @@ drop_lines(struct group *g, int n)
 {
 	int i;
 
+	if (n == 0)
+		return; /* (g->l may be none yet: no line was ever read) */
 	for (i = 0; i < n; i++) {
 		g->bytes -= g->l[i].len;
 		free(g->l[i].text);
