@@ -164,12 +164,21 @@ sliding_shift(const struct limit *l, struct kstate *s, int64_t delta)
 	i128 q = delta >= 0
 	    ? ((i128)delta + l->granularity - 1) / l->granularity
 	    : -((-(i128)delta) / l->granularity);
+	/* the last sub-window a state may hold (sliding_valid()) */
+	i128 last = (i128)(TIME_MAX + DURATION_MAX) / l->granularity, to;
 	size_t i, n = 0;
 
 	for (i = 0; i < s->nslots; i++) {
-		if ((i128)s->slots[i].index + q < 0)
+		if ((to = (i128)s->slots[i].index + q) < 0)
 			continue; /* slid out before the epoch */
-		s->slots[n].index = (int64_t)(s->slots[i].index + q);
+		if (to > last)
+			to = last; /* past the last time a state may hold */
+		if (n > 0 && s->slots[n - 1].index == (int64_t)to) {
+			/* (kept within INT64_MAX in all: sliding_valid()) */
+			s->slots[n - 1].count += s->slots[i].count;
+			continue;
+		}
+		s->slots[n].index = (int64_t)to;
 		s->slots[n++].count = s->slots[i].count;
 	}
 	s->nslots = n;
