@@ -436,8 +436,7 @@ set_priority(struct args *a, const struct option_def *d, const char *v)
 static int
 set_lease(struct args *a, const struct option_def *d, const char *v)
 {
-	if (strlen(v) != LEASE_ID_LEN ||
-	    strspn(v, "0123456789abcdef") != LEASE_ID_LEN)
+	if (!lease_id_ok(v, strlen(v)))
 		return usage_error(a,
 		    "--lease: '%s' is not a lease id (%d lower-case hex "
 		    "digits, as acquire prints them)",

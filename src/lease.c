@@ -21,17 +21,35 @@ word_ok(const char *s, const char *chars, size_t max)
 }
 
 /*
+ * 1 if the LEN bytes at ID are a lease id as throttle makes them
+ * (LEASE_ID_LEN lower-case hex digits), else 0.  The one test of an id:
+ * --lease, the stores' records and their error messages all ask here.
+ */
+int
+lease_id_ok(const char *id, size_t len)
+{
+	size_t i;
+
+	if (len != LEASE_ID_LEN)
+		return 0;
+	for (i = 0; i < len; i++)
+		if (!((id[i] >= '0' && id[i] <= '9') ||
+			(id[i] >= 'a' && id[i] <= 'f')))
+			return 0;
+	return 1;
+}
+
+/*
  * 0 if a lease read from a store is one throttle could have written, else
  * -1 and what is wrong with it.  Every store's leases pass through here.
  */
 int
 lease_check(const struct lease *l, const char **errstr)
 {
-	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p;
 
 	*errstr = "has a lease out of range";
-	if (strlen(l->id) != LEASE_ID_LEN || !word_ok(l->id, hex, LEASE_ID_LEN))
+	if (!lease_id_ok(l->id, strlen(l->id)))
 		return -1;
 	if (l->priority < PRIO_CRITICAL || l->priority > PRIO_LOW)
 		return -1;

@@ -1394,7 +1394,7 @@ take_time(struct rs *rs, const redisReply *r)
 static int
 old_hash(const redisReply *r, char tag)
 {
-	size_t i, j;
+	size_t i;
 
 	if (r->type != REDIS_REPLY_ARRAY || r->elements % 2 != 0)
 		return 1; /* add_fields() says what is wrong */
@@ -1407,15 +1407,8 @@ old_hash(const redisReply *r, char tag)
 		    !(k->len == 1 && k->str[0] >= '0' &&
 			k->str[0] < '0' + LIMITS_MAX))
 			return 0;
-		if (tag == 'l') {
-			if (k->len != LEASE_ID_LEN)
-				return 0;
-			for (j = 0; j < k->len; j++)
-				if (strchr("0123456789abcdef", k->str[j]) ==
-					NULL ||
-				    k->str[j] == '\0')
-					return 0;
-		}
+		if (tag == 'l' && !lease_id_ok(k->str, k->len))
+			return 0;
 	}
 	return 1;
 }

@@ -347,11 +347,7 @@ bad_lease(struct store *st, const char *key, size_t keylen, const char *id,
 		return bad_record(st, key, keylen, why);
 	fprintf(fp, "%s: the key '", st->name);
 	escape_text(fp, key, keylen);
-	for (i = 0; i < idlen && i < LEASE_ID_LEN &&
-	     strchr("0123456789abcdef", id[i]) != NULL && id[i] != '\0';
-	     i++)
-		;
-	if (idlen != LEASE_ID_LEN || i < LEASE_ID_LEN) {
+	if (!lease_id_ok(id, idlen)) {
 		/* no id release --lease takes: no throttle wrote it */
 		fprintf(fp, "' %s, under the id '", why);
 		escape_text(fp, id, idlen);

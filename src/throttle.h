@@ -629,6 +629,7 @@ struct record *keystate_numbers(struct answer *, const char *, size_t,
     const struct limit *, const struct decision *, int, int64_t);
 
 /* lease.c */
+int lease_id_ok(const char *, size_t);
 int lease_check(const struct lease *, const char **);
 int lockout_check(const struct lockout *, const char **);
 int lease_live(const struct lease *, int64_t, enum owner_state);

@@ -39,6 +39,13 @@ leases(void)
 	l.expires = 1060 * S;
 	strcpy(l.host, "web1");
 	CHECK(lease_check(&l, &why) == 0, "a lease throttle writes passes");
+	CHECK(lease_id_ok("0123456789abcdef", LEASE_ID_LEN) &&
+		!lease_id_ok("0123456789abcdeF", LEASE_ID_LEN) &&
+		!lease_id_ok("0123456789abcdeg", LEASE_ID_LEN) &&
+		!lease_id_ok("0123456789abcde", LEASE_ID_LEN - 1) &&
+		!lease_id_ok("0123456789abcdef0", LEASE_ID_LEN + 1) &&
+		!lease_id_ok("0123456789abcde\0", LEASE_ID_LEN),
+	    "a lease id is 16 lower-case hex digits, no NUL among them");
 	CHECK(lease_expires_after(&l, 1000 * S) == 60 * S &&
 		lease_expires_after(&l, 2000 * S) == 0,
 	    "a lease expires its TTL after it was taken, never below 0");
