@@ -813,6 +813,15 @@ journal_left(const char *path)
 	return first != 0;
 }
 
+/* Nonzero if the N bytes read of a -journal (WANT asked for) are the
+ * start of a journal's header: its magic number, and all of it there. */
+static int
+journal_header(const unsigned char *head, ssize_t n, size_t want)
+{
+	return n == (ssize_t)want &&
+	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) == 0;
+}
+
 /*
  * Nonzero if the -journal open on fd is another program's, to be played
  * back: it has a journal's header (a new one, being begun, is empty, and
@@ -837,8 +846,7 @@ journal_foreign(int fd)
 	/* anything else SQLite takes for a journal to play back, and one
 	 * that is not a journal at all (notes, a file of another program)
 	 * it deletes as an empty one */
-	if (n != (ssize_t)sizeof(head) ||
-	    memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0)
+	if (!journal_header(head, n, sizeof(head)))
 		return 1;
 	sector = be32(head + 20);
 	page = be32(head + 24);
@@ -849,11 +857,12 @@ journal_foreign(int fd)
 }
 
 /*
- * Nonzero if a state file not there yet, or empty, has a -journal beside
- * it that SQLite would delete as it opens the file (it takes a journal
- * beside an empty database for one left over): not a regular file, or
- * one with something in it that is no journal (notes, another program's
- * file).  A journal's own header, or an empty or zeroed one, is let be.
+ * Nonzero if the state file at path, not there yet or empty (the caller
+ * knows), has a -journal beside it that SQLite would delete as it opens
+ * the file (it takes a journal beside an empty database for one left
+ * over): not a regular file, or one with something in it that is no
+ * journal (notes, another program's file).  A journal's own header, or an
+ * empty or zeroed one, is let be.  A file with pages is guarded_open()'s.
  */
 static int
 journal_stray(const char *path)
@@ -864,8 +873,6 @@ journal_stray(const char *path)
 	ssize_t n;
 	int fd;
 
-	if (stat(path, &sb) == 0 && sb.st_size > 0)
-		return 0; /* a file with pages: guarded_open() looks */
 	if (snprintf(j, sizeof(j), "%s-journal", path) >= (int)sizeof(j) ||
 	    lstat(j, &sb) == -1)
 		return 0;
@@ -876,9 +883,7 @@ journal_stray(const char *path)
 		return 0; /* SQLite cannot open it either */
 	n = read(fd, head, sizeof(head));
 	close(fd);
-	return n > 0 && head[0] != 0 &&
-	    (n != (ssize_t)sizeof(head) ||
-		memcmp(head, "\xd9\xd5\x05\xf9\x20\xa1\x63\xd7", 8) != 0);
+	return n > 0 && head[0] != 0 && !journal_header(head, n, sizeof(head));
 }
 
 static int
@@ -1724,7 +1729,7 @@ sq_connect(struct sq *sq, int create, int immutable)
 #ifdef THROTTLE_FAULT
 	faultvfs_register();
 #endif
-	if (journal_stray(path)) {
+	if (create && journal_stray(path)) {
 		set_err(sq,
 		    "has a -journal file beside it that is not its own (a "
 		    "file in WAL mode keeps none), which SQLite would delete; "
