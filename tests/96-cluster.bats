@@ -356,3 +356,70 @@ set_slot() {
 	[ "$status" -eq 75 ]
 	[[ "$output" == *"deploy throttled, retry in"*"; not running true"* ]]
 }
+
+@test "cluster: SIGTERM ends a call that waits out a cluster that is down, not its lock timeout" {
+	command -v python3 >/dev/null || skip "needs python3 for a cluster node that answers CLUSTERDOWN"
+	# one node that owns every slot and answers all else with CLUSTERDOWN:
+	# the store waits and asks again (short naps) until --lock-timeout
+	python3 -c 'import socket, sys, threading
+def reply(c, port, args):
+    if args[:2] == [b"CLUSTER", b"SLOTS"]:
+        c.sendall(b"*1\r\n*3\r\n:0\r\n:16383\r\n*2\r\n$9\r\n127.0.0.1\r\n:%d\r\n" % port)
+    else:
+        c.sendall(b"-CLUSTERDOWN The cluster is down\r\n")
+def serve(c, port):
+    buf = b""
+    while True:
+        try:
+            d = c.recv(65536)
+        except OSError:
+            d = b""
+        if not d:
+            c.close()
+            return
+        buf += d
+        while buf.startswith(b"*") and b"\r\n" in buf:
+            n = int(buf[1:buf.index(b"\r\n")])
+            at, args = buf.index(b"\r\n") + 2, []
+            for _ in range(n):
+                if b"\r\n" not in buf[at:]:
+                    break
+                e = buf.index(b"\r\n", at)
+                ln = int(buf[at + 1:e])
+                if len(buf) < e + 2 + ln + 2:
+                    break
+                args.append(buf[e + 2:e + 2 + ln].upper())
+                at = e + 2 + ln + 2
+            if len(args) < n:
+                break
+            buf = buf[at:]
+            reply(c, port, args)
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+s.listen(8)
+open(sys.argv[1] + ".tmp", "w").write(str(s.getsockname()[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while True:
+    c, _ = s.accept()
+    threading.Thread(target=serve, args=(c, s.getsockname()[1]), daemon=True).start()' "$TMP/down.port" 2>/dev/null 3>&- &
+	track $!
+	for _ in $(seq 50); do [ -s "$TMP/down.port" ] && break; sleep 0.1; done
+	port=$(cat "$TMP/down.port")
+	# without a signal the call waits out its lock timeout, then says so
+	run --separate-stderr "$THROTTLE" --db "redis+cluster://127.0.0.1:$port" --lock-timeout 300ms consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"or was down, for 0.3s (--lock-timeout)"* ]] || { echo "$stderr"; return 1; }
+	# SIGTERM a second in, with 60 seconds of lock timeout left: the call
+	# ends then, killed by the signal, as a call that does not nap is
+	"$THROTTLE" --db "redis+cluster://127.0.0.1:$port" --lock-timeout 60s consume k --limit 1/1s 2>/dev/null 3>&- &
+	pid=$!
+	track "$pid"
+	sleep 1
+	kill -0 "$pid" # still waiting for the cluster
+	kill -TERM "$pid"
+	for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+	rc=0
+	kill -0 "$pid" 2>/dev/null && { echo "still running 5s after SIGTERM"; return 1; }
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 143 ] || { echo "exit $rc"; return 1; }
+}
