@@ -23,8 +23,6 @@ const struct duration_unit duration_units[] = {
 	{ NULL, 0 },
 };
 
-#define NUMBER_DIGITS_MAX 18
-
 static int
 isdigit_c(char c)
 {
@@ -51,27 +49,49 @@ read_unit(const char **sp)
 }
 
 /*
+ * One more digit d of a number: 0, or -1 with *errstr set.  A fraction's
+ * digits past the 36th are finer than any unit's microsecond could be.
+ */
+static int
+push_digit(int64_t *m, int *sc, int point, int d, const char **errstr)
+{
+	if (*m > (INT64_MAX - d) / 10) {
+		*errstr = "has too many digits";
+		return -1;
+	}
+	if (point && *sc == 36) {
+		*errstr = "is finer than a microsecond";
+		return -1;
+	}
+	*m = *m * 10 + d;
+	*sc += point;
+	return 0;
+}
+
+/*
  * Read "DIGITS[.DIGITS]" at *sp as a fraction mant / 10^scale.  Returns -1
- * if there is no number or it has too many digits to be exact.
+ * if there is no number or it is too large to be exact.  A fraction's
+ * trailing zeros carry nothing and are not kept (1.000000000000000000000s
+ * is one second), nor are leading ones (m stays 0).
  */
 static int
 read_number(const char **sp, int64_t *mant, int *scale, const char **errstr)
 {
 	const char *s = *sp;
 	int64_t m = 0;
-	int digits = 0, sc = 0, point = 0;
+	int sc = 0, point = 0, zeros = 0;
 
 	for (;; s++) {
 		if (isdigit_c(*s)) {
-			if (m == 0 && *s == '0' && !point) {
-				/* leading zeros carry no precision */
-			} else if (++digits > NUMBER_DIGITS_MAX) {
-				*errstr = "has too many digits";
-				return -1;
+			if (point && *s == '0') {
+				zeros++; /* they count if a digit follows */
+				continue;
 			}
-			m = m * 10 + (*s - '0');
-			if (point)
-				sc++;
+			for (; zeros > 0; zeros--)
+				if (push_digit(&m, &sc, point, 0, errstr) == -1)
+					return -1;
+			if (push_digit(&m, &sc, point, *s - '0', errstr) == -1)
+				return -1;
 		} else if (*s == '.' && !point) {
 			point = 1;
 			if (!isdigit_c(s[1])) {
