@@ -164,6 +164,11 @@ next_line(struct reader *r, int block, long *lineno)
 			*nl = '\0';
 			r->linelen = (size_t)(nl - line);
 			r->off = (size_t)(nl - r->buf) + 1;
+			/* a line that ends in CR LF (a file from Windows)
+			 * ends before its CR; a CR anywhere else is part of
+			 * a word, as in a shell */
+			if (r->linelen > 0 && line[r->linelen - 1] == '\r')
+				line[--r->linelen] = '\0';
 			if (r->off > r->len)
 				r->off = r->len;
 			(*lineno)++;
@@ -825,7 +830,7 @@ line_is(const struct line *l, int makes_none)
 		return 1; /* a comment */
 	if (p < end && *p == '-')
 		return 0; /* options before the command: which, not told */
-	for (w = p; p < end && *p != ' ' && *p != '\t' && *p != '\r'; p++)
+	for (w = p; p < end && *p != ' ' && *p != '\t'; p++)
 		if (strchr("'\"\\$`", *p) != NULL)
 			return 0;
 	if (p == w || (size_t)(p - w) >= sizeof(name))

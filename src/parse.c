@@ -436,10 +436,12 @@ parse_reserve(const char *s, int64_t *value, int *percent, const char **errstr)
 
 /*
  * Split a line into words the way a POSIX shell would quote them, in
- * place: blanks separate words; '...' keeps everything literally; "..."
- * keeps everything but \" \\ \$ \` (a backslash before anything else stays);
- * outside quotes a backslash keeps the next character; a # that starts a
- * word starts a comment.  No expansion of any kind.  The number of words
+ * place: blanks (space, tab, newline) separate words, and a carriage
+ * return is a character like any other, as in a shell; '...' keeps
+ * everything literally; "..." keeps everything but \" \\ \$ \` (a
+ * backslash before anything else stays); outside quotes a backslash keeps
+ * the next character; a # that starts a word starts a comment.  No
+ * expansion of any kind.  The number of words
  * (at most max, pointers into line), or -1 with *err set.
  */
 int
@@ -451,8 +453,7 @@ parse_words(char *line, char **words, int max, const char **err)
 	for (;;) {
 		char c = *r;
 
-		if (c == '\0' || c == ' ' || c == '\t' || c == '\n' ||
-		    c == '\r') {
+		if (c == '\0' || c == ' ' || c == '\t' || c == '\n') {
 			if (in_word) {
 				*w++ = '\0';
 				in_word = 0;

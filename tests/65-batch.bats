@@ -46,6 +46,32 @@ load lib
 	[[ "$output" == *"it's \"quoted\""* ]]
 }
 
+@test "batch: a line's CR LF ends it; a carriage return elsewhere is a character, as in a shell" {
+	# lines from Windows: each CR LF is a line's end
+	printf 'consume k --limit 2/1m\r\nconsume k --limit 2/1m\r\nconsume k --limit 2/1m\r\n' >crlf
+	run --separate-stderr at 100 batch <crlf
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[ "$(field remaining "${lines[1]}")" = 0 ]
+	[ "$(field exit "${lines[2]}")" = 1 ]
+	# a CR inside a word stays in it (a shell keeps it too)
+	printf 'consume x\ry --limit 1/1m\n' | at 100 batch >out
+	[ "$(jget key <out)" = '"x\u000dy"' ]
+	# a line that begins with CR names no command: refused, never taken
+	# for a request that only reads and then admitted by --on-error
+	printf '\rconsume k --limit 1/1m\n\rconsume k --limit 1/1m\n' >cr
+	run --separate-stderr at 100 --on-error allow batch <cr
+	[ "${#lines[@]}" -eq 2 ]
+	[ "$(field exit "${lines[0]}")" = 2 ] || { echo "$output"; return 1; }
+	[ "$(field exit "${lines[1]}")" = 2 ]
+	[[ "$stderr" == *'\x0dconsume: unknown command'* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" != *"internal error"* ]]
+	# and on a file that does not exist yet, the same
+	run --separate-stderr env THROTTLE_DB="$TMP/new.db" "$THROTTLE" batch <cr
+	[ "$(field exit "${lines[0]}")" = 2 ]
+	[ ! -e "$TMP/new.db" ]
+}
+
 @test "batch: blank lines and comments get no answer" {
 	run at 100 batch <<-'EOF'
 

@@ -177,6 +177,7 @@ words_tests(void)
 	static const char *const empty[] = { "", "b", NULL };
 	static const char *const joined[] = { "ab'c d'e", NULL };
 	static const char *const none[] = { NULL };
+	static const char *const cr[] = { "\rconsume", "x\ry", NULL };
 
 	CHECK(words_are("  consume k\t--limit 5/1m \n", plain),
 	    "words: blanks separate");
@@ -194,6 +195,8 @@ words_tests(void)
 	CHECK(words_fail("consume 'k", 16) && words_fail("consume \"k", 16) &&
 		words_fail("consume k\\", 16),
 	    "words: an open quote or a last backslash is refused");
+	CHECK(words_are("\rconsume x\ry", cr),
+	    "words: a carriage return is no blank, as in a shell");
 	CHECK(words_fail("a b c", 2) && !words_fail("a b", 2),
 	    "words: more than max words is refused");
 }
