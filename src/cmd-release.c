@@ -37,6 +37,7 @@ release_lease(struct ctx *c, const struct args *a, struct answer *ans)
 struct give {
 	const struct args *a;
 	struct keywork *k;
+	int nothing; /* the key holds no state in use: nothing to give */
 };
 
 /* Give units back to each of the key's limits, in one transaction. */
@@ -44,6 +45,7 @@ static int
 give_body(struct ctx *c, void *arg, struct answer *ans)
 {
 	struct give *g = arg;
+	int i;
 
 	/* the lockout, only to show: a release does not lift it */
 	if (store_lockout_get(c->store, g->a->key, g->a->keylen, &g->k->lk) ==
@@ -52,10 +54,17 @@ give_body(struct ctx *c, void *arg, struct answer *ans)
 	/* keystate_load() reads the time, after the key */
 	if (keystate_load(c, g->k, g->a->limits, g->a->nlimits, 1, ans) == -1)
 		return -1;
-	if (g->k->n == 0)
-		return TXN_ROLLBACK; /* no state and no limit: nothing to do */
 	g->k->now = c->now;
 	lockout_carry(&g->k->lk, c->now); /* as a decision reads it now */
+	for (i = 0; i < g->k->n && !g->k->w[i].found; i++)
+		;
+	if (i == g->k->n && g->k->lk.until <= c->now)
+		/* no state in use and no lockout: the key is full already,
+		 * and nothing is written for it (the answer still shows the
+		 * limit given) */
+		g->nothing = 1;
+	if (g->k->n == 0)
+		return TXN_ROLLBACK; /* no state and no limit: nothing to do */
 	keystate_carry(g->k, c->now);
 	keystate_release(g->k, c->now, g->a->cost);
 	if (g->k->lk.until > c->now) {
@@ -68,7 +77,7 @@ give_body(struct ctx *c, void *arg, struct answer *ans)
 	}
 	/* no file at --db's path: nothing taken, nothing to give back,
 	 * and no file made for it */
-	if (store_missing(c->store, NULL, 0))
+	if (g->nothing || store_missing(c->store, NULL, 0))
 		return TXN_ROLLBACK;
 	return keystate_save(c, g->k, SAVE_CHARGED, c->now, ans);
 }
@@ -77,7 +86,7 @@ static void
 release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
 	struct keywork k;
-	struct give g = { a, &k };
+	struct give g = { a, &k, 0 };
 	char miss[DBNAME_MAX + 128];
 
 	if (a->lease != NULL) {
@@ -99,10 +108,18 @@ release_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			keystate_record(ans, &k, 1, a->cost);
 		else {
 			/* no state: already full, nothing given back; json
-			 * and shell still get an answer to read */
+			 * and shell still get an answer to read (a key locked
+			 * out is answered as check would: refused) */
 			struct record *r = answer_record(ans, TEXT_NONE);
 
 			rec_str(ans, r, "key", a->key, a->keylen, 0);
+			if (k.lk.until > k.now) {
+				rec_bool(r, "allowed", 0, 0);
+				rec_int(r, "remaining", 0, 0);
+				rec_secs(r, "retry_after",
+				    lockout_left(&k.lk, k.now), 0);
+				keystate_lockout(ans, r, &k.lk, k.now);
+			}
 			rec_int(r, "released", 0, 0);
 		}
 		if (store_missing(c->store, miss, sizeof(miss)))

@@ -68,6 +68,12 @@ load lib
 	[ "$output" = "" ]
 	run "$THROTTLE" inspect nothing-here
 	[ "$status" -eq 1 ]
+	# with a limit too: it answers as that limit, full, and writes nothing
+	run --separate-stderr at 10 release nothing-here --limit 5/1m --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 5 ] || { echo "$output"; return 1; }
+	run "$THROTTLE" inspect nothing-here
+	[ "$status" -eq 1 ] || { echo "$output"; return 1; }
 }
 
 @test "release on a key at rest, again and again, keeps one state a limit" {

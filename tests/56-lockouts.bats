@@ -85,6 +85,14 @@ c lockout_after=never" ]
 	[ "$(field retry_after "$output")" = 599 ]
 	run at 599 consume k --limit 2/1m
 	[ "$status" -eq 1 ]
+	# without --limit, once the rate's state is at rest (the lockout
+	# outlasts it), the answer still says the key is locked
+	run --separate-stderr at 300 release k --format json
+	[ "$status" -eq 0 ]
+	[ "$(field allowed "$output")" = false ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 0 ]
+	[ "$(field locked_until "$output")" = 600 ]
+	[ "$(field retry_after "$output")" = 300 ]
 	run at 600 consume k --limit 2/1m
 	[ "$status" -eq 0 ]
 }
