@@ -124,8 +124,13 @@ clock_sleep(int64_t us)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	for (i = 0; i < 3; i++)
-		sigaction(sigs[i], &sa, &old[i]);
+	for (i = 0; i < 3; i++) {
+		/* one ignored since throttle started (nohup, a script's
+		 * background job) stays ignored */
+		sigaction(sigs[i], NULL, &old[i]);
+		if (old[i].sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+	}
 	while (!caught && (left = deadline - clock_monotonic()) > 0) {
 		ts.tv_sec = (time_t)(left / US_PER_SEC);
 		ts.tv_nsec = (long)(left % US_PER_SEC) * 1000;

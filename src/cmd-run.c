@@ -23,7 +23,8 @@
  *	   and hiredis descriptors are close-on-exec).
  *	3. SIGINT, SIGTERM and SIGHUP sent to the wrapper are passed on to the
  *	   job's group; the wrapper waits for the job and exits with its
- *	   status, or with 128 + N if signal N killed it.
+ *	   status, or with 128 + N if signal N killed it.  One the wrapper
+ *	   was started ignoring (nohup) stays ignored, by the job too.
  *	4. When the wrapper dies, the job's first process gets SIGTERM
  *	   (PR_SET_PDEATHSIG, Linux); whatever of the job lives on keeps the
  *	   slot until it ends.  A job that leaves processes in its group when
@@ -184,12 +185,13 @@ struct job {
 	int signal; /* the signal that killed it, 0 if none */
 };
 
-/* A lease run renews while its job runs (--ttl). */
+/* A lease run renews while its job runs (--ttl), and looks for once more
+ * before the job starts after a wait for --limit. */
 struct keep {
 	struct ctx *c;
 	const struct args *a;
 	const struct lease *l;
-	int64_t every; /* us between renewals */
+	int64_t every; /* us between renewals (0: no --ttl, none) */
 	char every_text[32];
 	int lost; /* found ended, and said so */
 	int failing; /* a renewal failed, and it was said */
@@ -292,8 +294,9 @@ start_job(const struct args *a, struct job *j)
 /*
  * Renew the lease k names, as the job it holds the slot for runs on (a
  * --ttl is the longest a slot outlives a wrapper that is gone, not the
- * longest a job may run).  A lease found ended (a wrapper stopped longer
- * than its TTL) may be another's slot by now: said once, and left.
+ * longest a job may run); a lease with no TTL is only looked for.  A
+ * lease found ended (released by hand, or a wrapper stopped longer than
+ * its TTL) may be another's slot by now: said once, and left.
  */
 static void
 keep_lease(void *arg)
@@ -309,19 +312,24 @@ keep_lease(void *arg)
 	/* a state file removed meanwhile is not made again for it */
 	k->c->makes_no_file = 1;
 	r = concurrency_renew(k->c, k->a->key, k->a->keylen, k->l->id,
-	    k->a->ttl, &seen, &ans);
+	    k->every > 0 ? k->a->ttl : -1, &seen, &ans);
 	k->c->makes_no_file = made;
 	ctx_close(k->c); /* no descriptor of the store while the job runs */
-	if (r == -1 && !k->failing && !k->c->quiet)
+	if (r == -1 && !k->failing && !k->c->quiet && k->every > 0)
 		log_msg("%s; lease %s not renewed (tried again every %s)",
 		    ans.msg, k->l->id, k->every_text);
+	else if (r == -1 && !k->c->quiet && k->every == 0)
+		log_msg("%s; lease %s not looked for; running %s as it holds "
+			"it",
+		    ans.msg, k->l->id, k->a->command[0]);
 	k->failing = r == -1;
 	if (r == 0) {
 		k->lost = 1;
 		if (!k->c->quiet)
 			log_key(k->a->key, k->a->keylen,
-			    ": lease %s ended (its --ttl passed before it was "
-			    "renewed); its slot may be another's",
+			    ": lease %s is no longer held (released, or "
+			    "ended before it was renewed); its slot may be "
+			    "another's",
 			    k->l->id);
 	}
 	answer_free(&ans);
@@ -392,8 +400,16 @@ run_job(const struct args *a, struct job *j, int *ran, const char *note,
 	sa.sa_sigaction = forward;
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART | SA_SIGINFO;
-	for (i = 0; i < sizeof(forwarded) / sizeof(*forwarded); i++)
+	for (i = 0; i < sizeof(forwarded) / sizeof(*forwarded); i++) {
+		struct sigaction cur;
+
+		/* one ignored since the wrapper started (nohup, a script's
+		 * background job) stays ignored, by the job too */
+		if (sigaction(forwarded[i], NULL, &cur) == 0 &&
+		    cur.sa_handler == SIG_IGN)
+			continue;
 		sigaction(forwarded[i], &sa, NULL);
+	}
 	while (write(j->go, "g", 1) == -1 && errno == EINTR)
 		;
 	close(j->go);
@@ -634,14 +650,16 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 			ans->rc = taken; /* a signal cut the wait short */
 		return;
 	}
-	if (a->has_ttl && a->ttl > 0) {
-		/* renewed at a third of its TTL (two renewals may fail, a
-		 * store slow to answer, before it ends), from now on: while
-		 * --wait waits for --limit too */
+	if ((a->has_ttl && a->ttl > 0) || a->nlimits > 0) {
 		keep = xcalloc(1, sizeof(*keep));
 		keep->c = c;
 		keep->a = a;
 		keep->l = &l;
+	}
+	if (a->has_ttl && a->ttl > 0) {
+		/* renewed at a third of its TTL (two renewals may fail, a
+		 * store slow to answer, before it ends), from now on: while
+		 * --wait waits for --limit too */
 		keep->every = a->ttl / 3 > 0 ? a->ttl / 3 : 1;
 		output_human(keep->every_text, sizeof(keep->every_text),
 		    keep->every);
@@ -659,11 +677,16 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 			if (b.wait_max < 0)
 				b.wait_max = 0;
 		}
+		c->slept = 0;
 		charged = charge(c, &b, &kw, ans);
 		c->keep = NULL;
-		if (charged != CHARGE_STOP && keep != NULL && keep->lost) {
-			/* the wait outlasted the lease: the slot may be
-			 * another's now, and the job must not run beside it */
+		/* after a wait, the lease may have been released meanwhile
+		 * (throttle release --lease), or have ended: look once more */
+		if (charged != CHARGE_STOP && c->slept && !keep->lost)
+			keep_lease(keep);
+		if (charged != CHARGE_STOP && keep->lost) {
+			/* the slot may be another's now, and the job must
+			 * not run beside it */
 			if (charged == CHARGE_DONE)
 				rate_refund(c, a, &kw);
 			refused(a, "lost its slot while it waited for --limit",
@@ -681,7 +704,8 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	}
 	c->keep = NULL;
 	status = run_job(a, &j, &ran,
-	    charged == CHARGE_DONE ? "; its unit is given back" : "", keep);
+	    charged == CHARGE_DONE ? "; its unit is given back" : "",
+	    keep != NULL && keep->every > 0 ? keep : NULL);
 	free(keep);
 	if (!ran && charged == CHARGE_DONE)
 		rate_refund(c, a, &kw); /* not found or not executable */

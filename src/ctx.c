@@ -144,6 +144,7 @@ ctx_sleep(struct ctx *c, int64_t us)
 			return 0;
 		if (c->keep != NULL && step > c->keep_due - now)
 			step = c->keep_due - now;
+		c->slept = 1;
 		if ((sig = clock_sleep(step)) != 0)
 			return sig;
 	}

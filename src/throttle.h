@@ -293,6 +293,7 @@ struct ctx {
 	int64_t keep_every;
 	int64_t
 	    keep_due; /* monotonic: when keep is next due (0: now + every) */
+	int slept; /* ctx_sleep() has slept (a caller sets it to 0) */
 };
 
 /* Which command options a command takes (cmd_entry.options). */

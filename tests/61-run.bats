@@ -135,6 +135,62 @@ load lib
 	[ ! -e "$TMP/second" ]
 }
 
+@test "run --concurrency --limit --wait: a lease released while it waits for the rate means the job does not run" {
+	for ttl in "" "--ttl 30s"; do
+		"$THROTTLE" reset k
+		"$THROTTLE" consume k --limit 1/2s -q
+		# the slot first, then ~2s of waiting for the rate, with no
+		# renewal due (none without --ttl; every 10s with it)
+		# shellcheck disable=SC2086
+		"$THROTTLE" run k --concurrency 1 $ttl --limit 1/2s --wait 20s -- touch "$TMP/first" 2>"$TMP/err" 3>&- &
+		wrapper=$!
+		track "$wrapper"
+		wait_lease k
+		id=$("$THROTTLE" inspect k --format json | grep -o '"lease":"[0-9a-f]*"' | cut -d'"' -f4)
+		"$THROTTLE" release k --lease "$id"
+		status=0
+		wait "$wrapper" || status=$?
+		[ "$status" -eq 75 ] || { echo "ttl '$ttl': exit $status: $(cat "$TMP/err")"; return 1; }
+		[ ! -e "$TMP/first" ]
+		grep -q "lease $id is no longer held (released" "$TMP/err" || { cat "$TMP/err"; return 1; }
+		grep -q "lost its slot while it waited for --limit" "$TMP/err"
+	done
+}
+
+@test "a signal throttle was started ignoring stays ignored (nohup, a script's background job)" {
+	"$THROTTLE" acquire held --concurrency 1 --ttl 2s >/dev/null
+	# a waiter started with SIGHUP ignored, as nohup starts it: a SIGHUP
+	# does not end its wait; it takes the slot when the lease ends
+	(trap '' HUP; exec "$THROTTLE" acquire held --concurrency 1 --ttl 2s --wait 20s) >"$TMP/id" 2>&1 3>&- &
+	waiter=$!
+	track "$waiter"
+	sleep 0.5
+	kill -HUP "$waiter"
+	status=0
+	wait "$waiter" || status=$?
+	[ "$status" -eq 0 ] || { echo "exit $status: $(cat "$TMP/id")"; return 1; }
+	# a rate waiter with SIGINT ignored (a script's background job) too
+	"$THROTTLE" consume r --limit 1/2s -q
+	(trap '' INT; exec "$THROTTLE" consume r --limit 1/2s --wait 20s) 3>&- &
+	waiter=$!
+	track "$waiter"
+	sleep 0.5
+	kill -INT "$waiter"
+	status=0
+	wait "$waiter" || status=$?
+	[ "$status" -eq 0 ]
+	# run's job, started ignoring SIGHUP with its wrapper, runs to its end
+	(trap '' HUP; exec "$THROTTLE" run job --concurrency 1 -- sh -c ': >"$0"; sleep 1; echo done' "$TMP/started") >"$TMP/out" 3>&- &
+	wrapper=$!
+	track "$wrapper"
+	wait_until test -e "$TMP/started"
+	kill -HUP "$wrapper"
+	status=0
+	wait "$wrapper" || status=$?
+	[ "$status" -eq 0 ]
+	[ "$(cat "$TMP/out")" = done ]
+}
+
 @test "run forwards SIGTERM, SIGINT and SIGHUP to the command" {
 	for sig in TERM INT HUP; do
 		# a background job of a script starts with SIGINT ignored;
