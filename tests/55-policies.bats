@@ -438,6 +438,12 @@ placed() {
 	run at 0 consume w --limit 4/1s --cost 4
 	run at 0 consume w --limit 4/1s --wait=1s
 	[ "$status" -eq 0 ]
+	# and a wait exactly MAX long too, reserved or polled
+	for algo in gcra fixed-window; do
+		at 0 consume "e$algo" --limit 1/300ms --algorithm "$algo"
+		run --separate-stderr at 0 consume "e$algo" --limit 1/300ms --algorithm "$algo" --wait=300ms
+		[ "$status" -eq 0 ] || { echo "$algo: $stderr"; return 1; }
+	done
 }
 
 @test "an interrupted waiter gives its place back" {
@@ -597,6 +603,16 @@ since() {
 	[ "$status" -eq 1 ]
 	run at 100 gc --format json
 	[ "$output" = '{"keys":0,"leases":0,"lockouts":0,"shedders":0}' ]
+}
+
+@test "gc: a key is at rest at the very instant its reset_after ends" {
+	at 100 consume k --limit 1/10s
+	run at 110 gc --format json
+	[ "$output" = '{"keys":1,"leases":0,"lockouts":0,"shedders":0}' ]
+	# gone from the file, not only counted: a clock behind it would
+	# still see it
+	run at 105 inspect k
+	[ "$status" -eq 1 ] || { echo "$output"; return 1; }
 }
 
 @test "consume tidies keys at rest on its own, so the file stays bounded" {

@@ -97,6 +97,31 @@ c lockout_after=never" ]
 	[ "$status" -eq 0 ]
 }
 
+@test "lockout: a request at the instant it ends is allowed, once; a step back of its length is waited out" {
+	# refused at 1, locked out until 11: at 11 the key starts afresh,
+	# and its one unit of 1/1h is gone at 12 (the lockout ended once)
+	for t in 0 1 11 12; do
+		rc=0
+		at "$t" consume k --limit 1/1h --lockout 10s 2>/dev/null || rc=$?
+		echo -n "$rc "
+	done >codes
+	[ "$(cat codes)" = "0 1 0 1 " ] || { cat codes; return 1; }
+	# locked out at 1000 until 1010; the clock stepped back by exactly
+	# the lockout's length is waited out: 20s from 990, not 10s
+	at 1000 consume s --limit 1/1h --lockout 10s -q
+	at 1000 consume s --limit 1/1h --lockout 10s -q || true
+	run --separate-stderr at 990 consume s --limit 1/1h --lockout 10s --format json
+	[ "$status" -eq 1 ]
+	[ "$(field retry_after "$output")" = 20 ] || { echo "$output"; return 1; }
+	[ "$(field locked_until "$output")" = 1010 ]
+	# while locked, every limit of a compound one shows none remaining
+	at 0 consume c --limit '1/1h;10/1d' --lockout 1m -q
+	run --separate-stderr at 1 consume c --limit '1/1h;10/1d' --lockout 1m --format json
+	[ "$status" -eq 1 ]
+	[[ "$output" == *'"limits":[{"limit":1,'*'"remaining":0,'*'{"limit":10,'*'"remaining":0,'* ]] || { echo "$output"; return 1; }
+	[[ "$output" != *'"remaining":9'* ]]
+}
+
 @test "lockout: reset lifts it" {
 	for n in 1 2 3 4; do at 1000 consume u "${L[@]}" 2>/dev/null || true; done
 	run at 1100 consume u --limit 3/15m

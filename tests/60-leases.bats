@@ -105,6 +105,16 @@ load lib
 	kill "$pid"
 }
 
+@test "renew --ttl 0 on a lease with no owner is refused, and the lease is left as it was" {
+	id=$(at 100 acquire k --concurrency 1)
+	run --separate-stderr at 101 renew k --lease "$id" --ttl 0
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"--ttl: 0 (no expiry) needs a lease with an owner"* ]] || { echo "$stderr"; return 1; }
+	run --separate-stderr at 102 inspect k --format json
+	[ "$status" -eq 0 ] || { echo "$stderr"; return 1; }
+	[ "$(field expires_after "$output")" = 3598 ]
+}
+
 @test "a lease whose owner is killed heals at the next acquire" {
 	sleep 300 3>&- &
 	pid=$!
@@ -208,6 +218,20 @@ load lib
 	run "$THROTTLE" acquire q
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--concurrency is missing"* ]]
+}
+
+@test "a reserve of every slot leaves them all to critical work; --owner 0 is no process" {
+	run "$THROTTLE" acquire p --concurrency 2 --reserve 2
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" acquire p --concurrency 2 --reserve 2 --priority critical
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire p --concurrency 2 --reserve 100% --priority critical
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" acquire p --concurrency 2 --reserve 2 --priority critical
+	[ "$status" -eq 1 ]
+	run "$THROTTLE" acquire o --concurrency 2 --owner 0
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--owner: '0' is not a process id"* ]]
 }
 
 @test "inspect lists live leases with owner, host, age and expiry" {

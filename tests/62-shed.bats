@@ -147,6 +147,13 @@ prob() {
 	[[ "$output" == *"--utilization: 'high'"* ]]
 }
 
+@test "shed: --good-below may equal --bad-above; above it is refused" {
+	run at 100 shed web --utilization 0.9 --good-below 0.75 --bad-above 0.75 --seed 1
+	[ "$status" -eq 0 ]
+	run at 100 shed web --utilization 0.9 --good-below 0.8 --bad-above 0.75 --seed 1
+	[ "$status" -eq 2 ]
+}
+
 @test "shed: gc forgets a shedder no call has fed for a day, and counts it" {
 	at 1000 shed s --utilization 0.9 >/dev/null || true
 	run at 4600 gc
