@@ -179,13 +179,14 @@ finish(const struct ctx *c, const struct args *a, struct answer *ans)
 	if (ans->msg_kind == MSG_STATE)
 		rc = c->format == FORMAT_TEXT ? ctx_map(c, EXIT_STATE)
 					      : ctx_fail_answer(c, a, ans);
-	else if (c->format == FORMAT_JSON && ans->nrec == 0 &&
+	else if (c->format != FORMAT_TEXT && ans->nrec == 0 &&
 	    ans->streamed == 0 && a->cmd != NULL && a->cmd->operand_is_key &&
 	    !a->cmd->takes_command && a->key != NULL &&
 	    (rc == EXIT_ALLOWED || rc == EXIT_REFUSED))
 		/* a request on a key that had nothing more to say (reset, a
 		 * lease not held) still answers a json reader with an
-		 * object: the one a batch gives, but for its "exit" */
+		 * object, the one a batch gives but for its "exit", and a
+		 * shell reader with THROTTLE_KEY */
 		rec_str(ans, answer_record(ans, TEXT_NONE), "key", a->key,
 		    a->keylen, 0);
 	output_answer(c, ans);

@@ -358,7 +358,7 @@ THROTTLE_LEASES=0" ]
 	[[ "${lines[1]}" =~ ^"shedder        s=0.267 " ]] || { echo "$output"; return 1; }
 }
 
-@test "json answers an object for every request on a key; --names too; shell shows a key with only leases" {
+@test "json and shell answer every request on a key; --names too; shell shows a key with only leases" {
 	# reset and a lease not held printed nothing in json
 	run --separate-stderr at 1 reset a --format json
 	[ "$status" -eq 0 ]
@@ -369,6 +369,16 @@ THROTTLE_LEASES=0" ]
 	run --separate-stderr at 1 renew a --lease 0123456789abcdef --format json
 	[ "$status" -eq 1 ]
 	[ "$output" = '{"key":"a"}' ]
+	# and shell, as json does
+	run --separate-stderr at 1 reset a --format shell
+	[ "$status" -eq 0 ]
+	[ "$output" = "THROTTLE_KEY='a'" ]
+	run --separate-stderr at 1 inspect a --format shell
+	[ "$status" -eq 1 ]
+	[ "$output" = "THROTTLE_KEY='a'" ]
+	run --separate-stderr at 1 release a --lease 0123456789abcdef --format shell
+	[ "$status" -eq 1 ]
+	[ "$output" = "THROTTLE_KEY='a'" ]
 	run --separate-stderr at 1 policy set web --limit 5/1m --format json
 	[ "$output" = '{"name":"web","options":"--limit 5/1m"}' ]
 	run --separate-stderr at 1 policy set web --limit 5/1m
