@@ -1745,6 +1745,18 @@ sq_connect(struct sq *sq, int create, int immutable)
 			sql_err(sq, "open");
 		return -1;
 	}
+	if (!sq->readonly && !immutable) {
+		int one = 1;
+
+		/* before any statement: a connection closed on an error
+		 * (a header SQLite finds corrupt at the first PRAGMA) must
+		 * not checkpoint the -wal into the file and delete it, as
+		 * SQLite's close does by default */
+		sqlite3_file_control(sq->db, "main", SQLITE_FCNTL_PERSIST_WAL,
+		    &one);
+		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
+		    NULL);
+	}
 	sq->page_size = create ? NEW_PAGE_SIZE : guard.page_size;
 	sq->deadline = clock_monotonic() + sq->lock_timeout;
 	sqlite3_busy_handler(sq->db, busy_wait, sq);
@@ -1759,19 +1771,10 @@ sq_connect(struct sq *sq, int create, int immutable)
 	if (!create && !immutable && guard.app == 0 && guard.cookie != 0 &&
 	    foreign_tables(sq) != 0)
 		return -1;
-	if (!sq->readonly && !immutable) {
-		int one = 1;
-
-		sqlite3_file_control(sq->db, "main", SQLITE_FCNTL_PERSIST_WAL,
-		    &one);
-		sqlite3_db_config(sq->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1,
-		    NULL);
-		/* the file SQLite has just opened (or made), the same one;
-		 * if it cannot be opened again, SQLite's lock alone orders
-		 * the writers */
-		if (turn_ok)
-			sq->turnfd = open_turn(sq);
-	}
+	/* the file SQLite has just opened (or made), the same one; if it
+	 * cannot be opened again, SQLite's lock alone orders the writers */
+	if (!sq->readonly && !immutable && turn_ok)
+		sq->turnfd = open_turn(sq);
 	return 0;
 }
 

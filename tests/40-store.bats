@@ -281,6 +281,25 @@ hot_journal() {
 	done
 }
 
+@test "a state file whose header is damaged is refused with its -wal and -shm left as they were" {
+	for i in 1 2 3; do at 1 consume "k$i" --limit 5/1h --db s.db; done
+	[ -s s.db-wal ]
+	# the page size (offset 16), so SQLite says "not a database" at the
+	# first statement: it closed the connection with its default
+	# checkpoint, merged the -wal into the file and deleted it
+	printf '\x00\x00' | dd of=s.db bs=1 seek=16 conv=notrunc 2>/dev/null
+	cp s.db db.orig
+	cp s.db-wal wal.orig
+	for cmd in "consume k1 --limit 5/1h" "reset k1" "gc" "policy set p --limit 1/1s" "acquire l --concurrency 1"; do
+		run --separate-stderr at 2 $cmd --db s.db
+		[ "$status" -eq 3 ] || { echo "$cmd: $stderr"; return 1; }
+		[[ "$stderr" == *"left untouched"* ]] || { echo "$cmd: $stderr"; return 1; }
+		cmp s.db db.orig || { echo "$cmd changed the file"; return 1; }
+		cmp s.db-wal wal.orig || { echo "$cmd changed the -wal"; return 1; }
+		[ -e s.db-shm ]
+	done
+}
+
 @test "a crash while an adopted database is switched to WAL leaves a journal of throttle's own, rolled back" {
 	needs_sqlite
 	command -v strace >/dev/null || skip "needs strace to stop throttle at the switch"
