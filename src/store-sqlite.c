@@ -433,7 +433,7 @@ sql_err(struct sq *sq, const char *what)
 	case SQLITE_CORRUPT:
 		set_err(sq,
 		    "is corrupt (%s); it was left untouched: move it "
-		    "aside to start afresh",
+		    "aside, with its -wal and -shm files, to start afresh",
 		    sqlite3_errmsg(sq->db));
 		break;
 	case SQLITE_READONLY:
@@ -857,15 +857,17 @@ journal_foreign(int fd)
 }
 
 /*
- * Nonzero if the state file at path, not there yet or empty (the caller
- * knows), has a -journal beside it that SQLite would delete as it opens
- * the file (it takes a journal beside an empty database for one left
- * over): not a regular file, or one with something in it that is no
- * journal (notes, another program's file).  A journal's own header, or an
- * empty or zeroed one, is let be.  A file with pages is guarded_open()'s.
+ * What SQLite would delete beside the state file at path, not there yet or
+ * empty (the caller knows), as it opens the file, or NULL: a -journal it
+ * takes for one left over that is not a regular file, or holds something
+ * that is no journal (notes, another program's file; a journal's own
+ * header, or an empty or zeroed one, is let be); or a -wal with frames,
+ * which a state file moved or removed without it leaves (its last
+ * decisions: SQLite deletes a -wal beside an empty database).  A file
+ * with pages is guarded_open()'s.
  */
-static int
-journal_stray(const char *path)
+static const char *
+stray_beside(const char *path)
 {
 	char j[PATH_MAX + 16];
 	unsigned char head[8];
@@ -873,17 +875,30 @@ journal_stray(const char *path)
 	ssize_t n;
 	int fd;
 
-	if (snprintf(j, sizeof(j), "%s-journal", path) >= (int)sizeof(j) ||
-	    lstat(j, &sb) == -1)
-		return 0;
-	if (!S_ISREG(sb.st_mode))
-		return 1;
-	if ((fd = open(j, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
-	    -1)
-		return 0; /* SQLite cannot open it either */
-	n = read(fd, head, sizeof(head));
-	close(fd);
-	return n > 0 && head[0] != 0 && !journal_header(head, n, sizeof(head));
+	if (snprintf(j, sizeof(j), "%s-wal", path) >= (int)sizeof(j))
+		return NULL;
+	if (lstat(j, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
+		return "has a -wal file beside it that holds the last "
+		       "decisions of a state file no longer there (moved or "
+		       "removed without it), which SQLite would delete; the "
+		       "files were left untouched: put that state file back, "
+		       "or move the -wal and -shm away to start afresh";
+	snprintf(j, sizeof(j), "%s-journal", path);
+	if (lstat(j, &sb) == -1)
+		return NULL;
+	if (S_ISREG(sb.st_mode)) {
+		if ((fd = open(j,
+			 O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) == -1)
+			return NULL; /* SQLite cannot open it either */
+		n = read(fd, head, sizeof(head));
+		close(fd);
+		if (!(n > 0 && head[0] != 0 &&
+			!journal_header(head, n, sizeof(head))))
+			return NULL;
+	}
+	return "has a -journal file beside it that is not its own (a file "
+	       "in WAL mode keeps none), which SQLite would delete; the "
+	       "files were left untouched: move that -journal away";
 }
 
 static int
@@ -1711,6 +1726,7 @@ static int
 sq_connect(struct sq *sq, int create, int immutable)
 {
 	char uri[PATH_MAX * 3 + 32], path[PATH_MAX + 1];
+	const char *stray;
 	int flags =
 	    SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_EXRESCODE;
 
@@ -1729,11 +1745,8 @@ sq_connect(struct sq *sq, int create, int immutable)
 #ifdef THROTTLE_FAULT
 	faultvfs_register();
 #endif
-	if (create && journal_stray(path)) {
-		set_err(sq,
-		    "has a -journal file beside it that is not its own (a "
-		    "file in WAL mode keeps none), which SQLite would delete; "
-		    "the files were left untouched: move that -journal away");
+	if (create && (stray = stray_beside(path)) != NULL) {
+		set_err(sq, "%s", stray);
 		return -1;
 	}
 	guard_begin(path);
@@ -2645,7 +2658,7 @@ sq_verify(void *p, int quick)
 	if (bad)
 		set_err(sq,
 		    "is corrupt (%s: %s); it was left untouched: move it "
-		    "aside to start afresh",
+		    "aside, with its -wal and -shm files, to start afresh",
 		    quick ? "quick_check" : "integrity_check", found);
 	return bad ? -1 : 0;
 }

@@ -281,6 +281,25 @@ hot_journal() {
 	done
 }
 
+@test "a state file moved away without its -wal: the -wal beside the new path is refused, not deleted" {
+	for i in 1 2 3; do at 1 consume "k$i" --limit 5/1h --db s.db; done
+	[ -s s.db-wal ] # the last decisions are there, not yet in s.db
+	mv s.db moved.db
+	cp s.db-wal wal.orig
+	for f in "" empty; do
+		[ -z "$f" ] || : >s.db
+		run --separate-stderr at 2 consume fresh --limit 5/1h --db s.db
+		[ "$status" -eq 3 ] || { echo "$f: $stderr"; return 1; }
+		[[ "$stderr" == *"s.db: has a -wal file beside it that holds the last decisions of a state file no longer there"* ]] || { echo "$stderr"; return 1; }
+		cmp s.db-wal wal.orig
+	done
+	# put back with it, the file has every decision
+	rm s.db
+	mv moved.db s.db
+	run --separate-stderr at 2 inspect --names --db s.db
+	[ "${#lines[@]}" -eq 3 ] || { echo "$output"; return 1; }
+}
+
 @test "a state file whose header is damaged is refused with its -wal and -shm left as they were" {
 	for i in 1 2 3; do at 1 consume "k$i" --limit 5/1h --db s.db; done
 	[ -s s.db-wal ]
