@@ -82,7 +82,8 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		c->db = c->dbbuf;
 	}
 	if (store_check_spec(c->db, &err) == -1) {
-		if (strcmp(c->db, ":memory:") == 0) /* no login in it */
+		if (strcmp(c->db, ":memory:") == 0 ||
+		    c->db[strlen(c->db) - 1] == '/') /* no login in it */
 			return answer_usage(ans, "%s: '%s' %s", from, c->db,
 			    err);
 		/* the scheme only: the rest may hold a password */

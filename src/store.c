@@ -122,6 +122,12 @@ store_check_spec(const char *spec, const char **why)
 	}
 	if (sc != NULL)
 		return 0;
+	/* a folder: refused before any folder on the way is made for it */
+	if (*spec != '\0' && spec[strlen(spec) - 1] == '/') {
+		*why = "ends in a slash, so it names a folder; give the path "
+		       "of the state file itself (such as DIR/state.db)";
+		return -1;
+	}
 	/* names SQLite itself gives a meaning: a database in memory,
 	 * which forgets every decision when throttle exits, and a URI,
 	 * whose options can turn locking off or open another file than

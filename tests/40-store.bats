@@ -1325,6 +1325,14 @@ wal_cycle() {
 	[ -f ./:memory: ]
 	at 1 consume k --limit 1/1h --db ./file:x.db
 	[ -f ./file:x.db ]
+	# a path ending in a slash names a folder: refused before any folder
+	# is made for it, by readers too
+	for cmd in "consume k --limit 1/1h" "check k --limit 1/1h" "inspect"; do
+		run --separate-stderr at 1 $cmd --db "$TMP/new/x.db/"
+		[ "$status" -eq 2 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == *"--db: '$TMP/new/x.db/' ends in a slash, so it names a folder"* ]] || { echo "$stderr"; return 1; }
+		[ ! -e "$TMP/new" ]
+	done
 }
 
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
