@@ -1965,6 +1965,7 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 {
 	struct sq *sq;
 	struct stat sb;
+	const char *base;
 	int fresh, folder = -1;
 
 	/* on a file every error may be mapped by --on-error, as before */
@@ -1994,6 +1995,18 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 		    "the path is longer than the %d bytes SQLite takes "
 		    "(as an absolute path); give a shorter one",
 		    SQLITE_PATH_MAX);
+		free(sq);
+		return NULL;
+	}
+	base = strrchr(path, '/') != NULL ? strrchr(path, '/') + 1 : path;
+	if (strlen(base) + strlen("-journal") > NAME_MAX) {
+		/* SQLite could make the file, never its -journal: an empty
+		 * file left behind that no call could open */
+		set_err(sq,
+		    "the file name is %zu bytes, too long to leave room for "
+		    "the -journal, -wal and -shm files beside it (at most "
+		    "%d); give a shorter one",
+		    strlen(base), NAME_MAX - (int)strlen("-journal"));
 		free(sq);
 		return NULL;
 	}

@@ -590,6 +590,15 @@ hot_journal() {
 	run at 1 inspect --db "$TMP/$(printf '%05000d' 1)"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"the state file path is too long (5"*" bytes, more than 4095)"* ]]
+	# a name with no room for "-journal" beside it: SQLite made the file
+	# and failed at its journal, leaving an empty file no call could use
+	b=$(printf 'b%.0s' $(seq 250))
+	run at 1 consume k --limit 1/1s --db "$TMP/n/$b"
+	[ "$status" -eq 3 ]
+	[[ "$output" == *"the file name is 250 bytes, too long to leave room for the -journal, -wal and -shm files beside it (at most 247)"* ]] || { echo "$output"; return 1; }
+	[ ! -e "$TMP/n" ]
+	run at 1 consume k --limit 1/1s --db "$TMP/n/${b:3}"
+	[ "$status" -eq 0 ]
 }
 
 @test "an unwritable location: exit 3 naming the path" {
