@@ -107,7 +107,7 @@ ran() { [ -e "$TMP/ran" ] && grep -c "^$1\$" "$TMP/ran" || echo 0; }
 @test "README Recipes: a credit pool and a sliding window, as written" {
 	on_path
 	user=alice
-	block=$(doc 994705eb7677)
+	block=$(doc cfcdf45876d4)
 	pool=$(printf '%s\n' "$block" | grep 'upload\|api:')
 	window=$(printf '%s\n' "$block" | grep 'mail:')
 	# 100 credits, 20 a call: five calls, then one credit a minute
