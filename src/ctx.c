@@ -82,8 +82,9 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 		c->db = c->dbbuf;
 	}
 	if (store_check_spec(c->db, &err) == -1) {
+		/* a path that names a folder: no URL, no login in it */
 		if (strcmp(c->db, ":memory:") == 0 ||
-		    c->db[strlen(c->db) - 1] == '/') /* no login in it */
+		    (store_spec_folder(c->db) && strpbrk(c->db, ":@") == NULL))
 			return answer_usage(ans, "%s: '%s' %s", from, c->db,
 			    err);
 		/* the scheme only: the rest may hold a password */

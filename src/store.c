@@ -100,6 +100,19 @@ find_scheme(const char *spec)
 	return NULL;
 }
 
+/* Nonzero if spec, a path, names a folder: it ends in '/', "/." or "/..",
+ * or is "." or "..". */
+int
+store_spec_folder(const char *spec)
+{
+	size_t n = strlen(spec);
+
+	return (n > 0 && spec[n - 1] == '/') || strcmp(spec, ".") == 0 ||
+	    strcmp(spec, "..") == 0 ||
+	    (n >= 2 && strcmp(spec + n - 2, "/.") == 0) ||
+	    (n >= 3 && strcmp(spec + n - 3, "/..") == 0);
+}
+
 /*
  * 0 if throttle knows what kind of store spec names, else -1 and why: a
  * SCHEME:// it does not support.
@@ -122,12 +135,6 @@ store_check_spec(const char *spec, const char **why)
 	}
 	if (sc != NULL)
 		return 0;
-	/* a folder: refused before any folder on the way is made for it */
-	if (*spec != '\0' && spec[strlen(spec) - 1] == '/') {
-		*why = "ends in a slash, so it names a folder; give the path "
-		       "of the state file itself (such as DIR/state.db)";
-		return -1;
-	}
 	/* names SQLite itself gives a meaning: a database in memory,
 	 * which forgets every decision when throttle exits, and a URI,
 	 * whose options can turn locking off or open another file than
@@ -162,8 +169,15 @@ store_check_spec(const char *spec, const char **why)
 	 * path (./NAME, /NAME): no file is made of it */
 	if ((n == 0 || strncmp(spec + n, "://", 3) != 0) &&
 	    (strstr(spec, "://") == NULL || spec[0] == '/' ||
-		strncmp(spec, "./", 2) == 0 || strncmp(spec, "../", 3) == 0))
-		return 0;
+		strncmp(spec, "./", 2) == 0 || strncmp(spec, "../", 3) == 0)) {
+		/* a path that names a folder: refused before any folder on
+		 * the way is made for it */
+		if (!store_spec_folder(spec))
+			return 0;
+		*why = "names a folder (it ends in /, /. or /..); give the "
+		       "path of the state file itself (such as DIR/state.db)";
+		return -1;
+	}
 	*why = "is a URL of a kind throttle does not know; use redis://, "
 	       "unix:// (a Redis server), redis+cluster:// (a Redis "
 	       "Cluster), redis+sentinel:// (a master Sentinel names), or a "

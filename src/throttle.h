@@ -855,6 +855,7 @@ struct store_ops {
 struct store *store_open(const char *, int64_t, int, char *, size_t, int *);
 int store_unavailable(const struct store *);
 int ctx_may_fail_open(const struct ctx *);
+int store_spec_folder(const char *);
 int store_check_spec(const char *, const char **);
 int store_is_remote(const char *);
 int store_may_exist(const char *);

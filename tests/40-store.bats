@@ -1337,11 +1337,19 @@ wal_cycle() {
 	# a path ending in a slash names a folder: refused before any folder
 	# is made for it, by readers too
 	for cmd in "consume k --limit 1/1h" "check k --limit 1/1h" "inspect"; do
-		run --separate-stderr at 1 $cmd --db "$TMP/new/x.db/"
-		[ "$status" -eq 2 ] || { echo "$cmd: $status $stderr"; return 1; }
-		[[ "$stderr" == *"--db: '$TMP/new/x.db/' ends in a slash, so it names a folder"* ]] || { echo "$stderr"; return 1; }
-		[ ! -e "$TMP/new" ]
+		for end in / /. /..; do
+			run --separate-stderr at 1 $cmd --db "$TMP/new/x.db$end"
+			[ "$status" -eq 2 ] || { echo "$cmd: $status $stderr"; return 1; }
+			[[ "$stderr" == *"--db: '$TMP/new/x.db$end' names a folder (it ends in /, /. or /..)"* ]] || { echo "$stderr"; return 1; }
+			[ ! -e "$TMP/new" ]
+		done
 	done
+	# a Redis URL mistyped that ends in a slash is still that, its
+	# password never shown
+	run --separate-stderr at 1 consume k --limit 1/1h --db 'REDIS://user:s3cret@host:6379/'
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"looks like a Redis URL but is not one"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" != *s3cret* ]]
 }
 
 @test "a --db URL of a kind throttle does not know is a usage error, not a file" {
