@@ -292,7 +292,18 @@ hot_journal() {
 		[ "$status" -eq 3 ] || { echo "$f: $stderr"; return 1; }
 		[[ "$stderr" == *"s.db: has a -wal file beside it that holds the last decisions of a state file no longer there"* ]] || { echo "$stderr"; return 1; }
 		cmp s.db-wal wal.orig
+		# the readers say so too, not "no state"
+		for cmd in "check fresh --limit 5/1h" "inspect" "verify" "gc"; do
+			run --separate-stderr at 2 $cmd --db s.db
+			[ "$status" -eq 3 ] || { echo "$f $cmd: $status $stderr"; return 1; }
+			[[ "$stderr" == *"s.db: has a -wal file beside it"* ]] || { echo "$cmd: $stderr"; return 1; }
+		done
+		cmp s.db-wal wal.orig
 	done
+	# a -wal of its header alone holds nothing: a new file is made
+	head -c 32 wal.orig >new.db-wal
+	run at 2 consume fresh --limit 5/1h --db new.db
+	[ "$status" -eq 0 ]
 	# put back with it, the file has every decision
 	rm s.db
 	mv moved.db s.db
