@@ -856,34 +856,15 @@ journal_foreign(int fd)
 	    be32(rec) == 1 && be32(rec + 4 + 68) == APPLICATION_ID);
 }
 
-#define WAL_LEFT                                                               \
-	"has a -wal file beside it that holds the last decisions of a "        \
-	"state file no longer there (moved or removed without it), which "     \
-	"SQLite would delete; the files were left untouched: put that state "  \
-	"file back, or move the -wal and -shm away to start afresh"
-
-/* Nonzero if the state file at path, not there yet or empty (the caller
- * knows), has a -wal beside it with frames after its 32-byte header: the
- * last decisions of a file moved or removed without it. */
-static int
-wal_left(const char *path)
-{
-	char w[PATH_MAX + 8];
-	struct stat sb;
-
-	return snprintf(w, sizeof(w), "%s-wal", path) < (int)sizeof(w) &&
-	    lstat(w, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 32;
-}
-
 /*
  * What SQLite would delete beside the state file at path, not there yet or
  * empty (the caller knows), as it opens the file, or NULL: a -journal it
  * takes for one left over that is not a regular file, or holds something
  * that is no journal (notes, another program's file; a journal's own
- * header, or an empty or zeroed one, is let be); or a -wal with frames,
- * which a state file moved or removed without it leaves (its last
- * decisions: SQLite deletes a -wal beside an empty database).  A file
- * with pages is guarded_open()'s.
+ * header, or an empty or zeroed one, is let be).  A -wal there is a state
+ * file's that was removed (or moved without it): SQLite discards it, and
+ * the new file starts afresh, as one removed should.  A file with pages
+ * is guarded_open()'s.
  */
 static const char *
 stray_beside(const char *path)
@@ -894,8 +875,6 @@ stray_beside(const char *path)
 	ssize_t n;
 	int fd;
 
-	if (wal_left(path))
-		return WAL_LEFT;
 	if (snprintf(j, sizeof(j), "%s-journal", path) >= (int)sizeof(j))
 		return NULL;
 	if (lstat(j, &sb) == -1)
@@ -2032,13 +2011,7 @@ again:
 			goto fail;
 		}
 		if (sq->readonly || (oflags & STORE_EXISTING)) {
-			/* nothing to read, nothing made; but decisions left
-			 * in a -wal are not "none" (a writer refuses them) */
-			if (wal_left(path)) {
-				set_err(sq, "%s", WAL_LEFT);
-				goto fail;
-			}
-			sq->missing = 1;
+			sq->missing = 1; /* nothing to read, nothing made */
 			return sq;
 		}
 		if (strict_modes(sq) == -1 || make_parents(sq) == -1)
@@ -2059,10 +2032,6 @@ again:
 	else
 		fresh = sb.st_size == 0;
 	if (fresh && (sq->readonly || (oflags & STORE_EXISTING))) {
-		if (wal_left(path)) {
-			set_err(sq, "%s", WAL_LEFT);
-			goto fail;
-		}
 		sq->missing = 2; /* an empty file: as none, and left so */
 		return sq;
 	}
