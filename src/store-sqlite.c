@@ -411,11 +411,24 @@ may_write(struct sq *sq)
 	return 0;
 }
 
+static void
+full_err(struct sq *sq)
+{
+	if (sq->readonly)
+		set_err(sq,
+		    "cannot be read: the disk is full (a reader needs room "
+		    "for the -shm file); make room on its disk and try again");
+	else
+		set_err(sq,
+		    "cannot be written: the disk is full; nothing was "
+		    "changed: make room on its disk and try again");
+}
+
 /* Put SQLite's failure of step what into words a user can act on. */
 static void
 sql_err(struct sq *sq, const char *what)
 {
-	int rc = sqlite3_extended_errcode(sq->db);
+	int rc = sqlite3_extended_errcode(sq->db), e;
 
 	if (guard_why(sq))
 		return;
@@ -447,9 +460,22 @@ sql_err(struct sq *sq, const char *what)
 		    sqlite3_errmsg(sq->db));
 		break;
 	case SQLITE_FULL:
-		set_err(sq,
-		    "cannot be written: the disk is full; nothing was "
-		    "changed");
+		full_err(sq);
+		break;
+	case SQLITE_IOERR:
+		/* SQLite's name for a failed write of its -shm (growing it on
+		 * a full disk) or -wal is "disk I/O error"; errno says more */
+		if ((e = sqlite3_system_errno(sq->db)) == ENOSPC ||
+		    e == EDQUOT) {
+			full_err(sq);
+			break;
+		}
+		if (e != 0) {
+			set_err(sq, "%s failed: %s (%s)", what,
+			    sqlite3_errmsg(sq->db), strerror(e));
+			break;
+		}
+		set_err(sq, "%s failed: %s", what, sqlite3_errmsg(sq->db));
 		break;
 	case SQLITE_CANTOPEN:
 		if (readonly_fs(sq)) {
@@ -694,6 +720,22 @@ header_problem(const unsigned char *h, ssize_t n, uint32_t *app)
 		    "this one knows %d); upgrade throttle",
 		    (unsigned long)be32(h + 60), SCHEMA_VERSION);
 		return newer;
+	}
+	/* the file format's versions (18: to write, 19: to read) are 1 or
+	 * 2 in every SQLite 3 yet: SQLite opens a file with a greater one
+	 * read-only, or not at all, which would be told as a permission
+	 * or "not a database" problem */
+	if (h[18] < 1 || h[18] > 2 || h[19] < 1 || h[19] > 2) {
+		static char format[320];
+
+		snprintf(format, sizeof(format),
+		    "has a file format this SQLite does not know (header "
+		    "bytes 18 and 19 are %u and %u, not 1 or 2): it is damaged "
+		    "or from a newer SQLite; it was left untouched: restore it "
+		    "from a backup, or move it aside, with its -wal and -shm "
+		    "files, to start afresh",
+		    (unsigned)h[18], (unsigned)h[19]);
+		return format;
 	}
 	/* ... but not one in WAL mode (18, 19: 2) that has had a schema:
 	 * SQLite would make -wal and -shm files beside it to read it */

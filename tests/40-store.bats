@@ -323,6 +323,53 @@ hot_journal() {
 	done
 }
 
+@test "a header whose file format bytes (18, 19) SQLite does not know is named, not told as permissions, and nothing is made" {
+	at 1 consume k --limit 5/1h --db s.db
+	sqlite3 s.db 'PRAGMA wal_checkpoint(TRUNCATE)' >/dev/null
+	rm -f s.db-wal s.db-shm
+	for b in 18 19; do
+		cp s.db "t$b.db"
+		# 3: a newer format; SQLite opens a write version past 2
+		# read-only ("permission denied") and a read version past 2
+		# not at all ("not a SQLite database")
+		printf '\x03' | dd of="t$b.db" bs=1 seek=$b conv=notrunc 2>/dev/null
+		cp "t$b.db" orig.db
+		for cmd in "consume k --limit 5/1h" "check k --limit 5/1h" "inspect" "verify" "gc"; do
+			run --separate-stderr at 2 $cmd --db "t$b.db"
+			[ "$status" -eq 3 ] || { echo "$b $cmd: $status $stderr"; return 1; }
+			[[ "$stderr" == "throttle: t$b.db: has a file format this SQLite does not know (header bytes 18 and 19 are "*"left untouched: restore it from a backup"* ]] ||
+			    { echo "$b $cmd: $stderr"; return 1; }
+			cmp "t$b.db" orig.db
+			[ ! -e "t$b.db-wal" ] && [ ! -e "t$b.db-shm" ] ||
+			    { echo "$b $cmd made a -wal or -shm"; return 1; }
+		done
+	done
+}
+
+@test "a missing -shm on a full disk: the disk is named as full, for writers and readers, and nothing is charged" {
+	needs_sqlite
+	needs_unshare
+	mkdir "$TMP/mnt"
+	run unshare -m sh -c '
+	    mount -t tmpfs -o size=256k,mode=0700 none "$1" || exit 9
+	    export THROTTLE_DB="$1/state.db" THROTTLE_NOW=1
+	    "$0" consume k --limit 5/1h >/dev/null || exit 9
+	    rm "$1/state.db-shm"
+	    dd if=/dev/zero of="$1/fill" bs=1024 2>/dev/null
+	    "$0" consume k --limit 5/1h
+	    echo "consume: $?"
+	    "$0" check k --limit 5/1h
+	    echo "check: $?"
+	    rm "$1/fill"
+	    "$0" check k --limit 5/1h --cost 0 --format json' "$THROTTLE" "$TMP/mnt"
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	# SQLite says "disk I/O error" for a -shm it cannot grow
+	[[ "$output" == *"state.db: cannot be written: the disk is full; nothing was changed: make room on its disk"*"consume: 3"* ]]
+	[[ "$output" == *"state.db: cannot be read: the disk is full"*"check: 3"* ]]
+	[[ "$output" != *"I/O error"* ]]
+	[ "$(field remaining "${lines[-1]}")" = 4 ]
+}
+
 @test "a crash while an adopted database is switched to WAL leaves a journal of throttle's own, rolled back" {
 	needs_sqlite
 	command -v strace >/dev/null || skip "needs strace to stop throttle at the switch"
