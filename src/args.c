@@ -646,6 +646,13 @@ option_value(struct args *a, const struct option_def *d, int argc, char **argv,
 		else if (*i + 1 < argc && argv[*i + 1][0] >= '0' &&
 		    argv[*i + 1][0] <= '9')
 			a->wait_word = argv[*i + 1]; /* see too_many() */
+		else if (*i + 1 < argc && argv[*i + 1][0] == '-' &&
+		    argv[*i + 1][1] >= '0' && argv[*i + 1][1] <= '9')
+			/* not "-1s: unknown option" */
+			return usage_error(a,
+			    "--wait: '%s' is negative; give the longest wait "
+			    "as a duration, as in --wait 30s, or --wait alone",
+			    argv[*i + 1]);
 		return 0;
 	}
 	if (*i + 1 >= argc)
@@ -859,9 +866,21 @@ args_parse(int argc, char **argv, const struct cmd_entry *const *table,
 	a->ngiven = sc.ngiven;
 	if (sc.version)
 		return PARSE_VERSION;
-	if (sc.nops > 0 && (c = find_cmd(table, sc.ops[0])) == NULL)
+	if (sc.nops > 0 && (c = find_cmd(table, sc.ops[0])) == NULL) {
+		/* throttle --db consume k: --db took the command's name */
+		for (i = 0; i < sc.ngiven; i++)
+			if (sc.vals[i] != NULL &&
+			    find_cmd(table, sc.vals[i]) != NULL)
+				return usage_error(a,
+				    "--%s took '%s' as its value, which left "
+				    "'%s' as the command: give --%s a value, "
+				    "as in throttle %s KEY --%s %s",
+				    sc.given[i]->name, sc.vals[i], sc.ops[0],
+				    sc.given[i]->name, sc.vals[i],
+				    sc.given[i]->name, sc.given[i]->arg);
 		return usage_error(a,
 		    "%s: unknown command; see throttle --help", sc.ops[0]);
+	}
 	a->cmd = c;
 	if (sc.help)
 		return PARSE_HELP;

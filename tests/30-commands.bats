@@ -295,6 +295,15 @@ load lib
 	run "$THROTTLE" consume k --limit
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--limit: needs a value"* ]]
+	# an option before the command that took the command's name as
+	# its value: named, not "k: unknown command"
+	run "$THROTTLE" --lock-timeout consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: --lock-timeout took 'consume' as its value, which left 'k' as the command: give --lock-timeout a value"* ]]
+	# a negative wait is not "-1s: unknown option"
+	run "$THROTTLE" consume k --limit 1/1s --wait -1s
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: --wait: '-1s' is negative; give the longest wait"* ]]
 	run "$THROTTLE" consume k --burst 3
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--burst goes with --limit"* ]]
