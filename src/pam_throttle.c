@@ -14,7 +14,10 @@
  *	   attempts never pass more than the limit.  Refused: PAM_AUTH_ERR,
  *	   a line in syslog, and "locked, N minutes left" to the user unless
  *	   silent.  The host is charged first, so a host locked out never
- *	   charges (nor locks out) the user it guesses at.
+ *	   charges (nor locks out) the user it guesses at; a user refused
+ *	   gives the host its unit back (no password was tried), so a user
+ *	   locked out by someone anywhere never locks out the host they
+ *	   retry from.
  *	2. authfail logs the failure and returns PAM_AUTH_ERR; the attempt
  *	   was charged at preauth.
  *	3. authsucc resets the user (lockout and all) and gives the host its
@@ -505,7 +508,8 @@ static int
 preauth(pam_handle_t *pamh, const struct conf *cf, int flags, const char *user,
     const char *ukey, const char *hkey, const char *rhost)
 {
-	char who[KEY_MAX * 2 + 64];
+	char who[KEY_MAX * 2 + 64], msg[MSG_LEN];
+	int64_t left;
 
 	/* the host first: a host locked out is refused before it can
 	 * charge (and so lock out) the user it guesses at */
@@ -517,8 +521,17 @@ preauth(pam_handle_t *pamh, const struct conf *cf, int flags, const char *user,
 	snprintf(who, sizeof(who), "user %s%s%s", user, rhost ? " from " : "",
 	    rhost ? rhost : "");
 	if (ukey[0] != '\0' &&
-	    charge(pamh, cf, flags, ukey, who) != PAM_SUCCESS)
+	    charge(pamh, cf, flags, ukey, who) != PAM_SUCCESS) {
+		/* refused before the password check, so no guess: the host
+		 * gets its unit back, or a user locked out by someone
+		 * anywhere would lock out the host they retry from */
+		if (hkey[0] != '\0' &&
+		    decide(cf, "release", hkey, 0, &left, msg, sizeof(msg)) !=
+			EXIT_ALLOWED)
+			pam_log(pamh, cf, LOG_ERR,
+			    "giving host %s its unit back: %s", rhost, msg);
 		return PAM_AUTH_ERR;
+	}
 	return PAM_SUCCESS;
 }
 

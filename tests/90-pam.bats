@@ -41,10 +41,10 @@ service() {
 		guard="$guard THROTTLE_BIN=$THROTTLE $GUARD"
 	fi
 	chmod 755 "$TMP"
-	# the README's stack, as pasted (doc 230f883a76f1), but for where the
+	# the README's stack, as pasted (doc 68f3e021693a), but for where the
 	# guard is and pam_unix's pause after a wrong password
 	local stack
-	stack=$(doc 230f883a76f1) || return 1
+	stack=$(doc 68f3e021693a) || return 1
 	stack=${stack//\/usr\/local\/libexec\/throttle-login/$guard}
 	stack=${stack//pam_unix.so/pam_unix.so nodelay}
 	printf '%s\naccount required pam_permit.so\n' "$stack" >"/etc/pam.d/$PAM_SERVICE_NAME"
@@ -128,6 +128,56 @@ login() {
 	# another host is not
 	run login right-pass "$PAM_USER_NAME" 198.51.100.1
 	[ "$status" -eq 0 ]
+}
+
+@test "pam: a user locked out from elsewhere does not lock out the host they retry from" {
+	needs_pam
+	service 2/1h 1h
+	# someone anywhere locks the user out
+	# (from three hosts: one host's third try would lock the host)
+	for n in 66 67 68; do login wrong "$PAM_USER_NAME" "192.0.2.$n" || true; done
+	# the user retries, right password, from the office: refused (the
+	# account is locked) before any password is tried, so no guess:
+	# the office's host key is given its unit back each time
+	for n in 1 2 3 4; do
+		run login right-pass "$PAM_USER_NAME" 198.51.100.50
+		[ "$status" -ne 0 ]
+	done
+	run "$THROTTLE" check rhost:198.51.100.50 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 2 ] || { echo "$output"; return 1; }
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db" --format json
+	[[ "$output" == *"\"key\":\"login:$PAM_USER_NAME\""* ]] || { echo "$output"; return 1; }
+	[[ "$output" != *rhost:* ]] || { echo "$output"; return 1; }
+	# a host whose password was tried is charged as ever; the third,
+	# refused by the lockout it started, was given its unit back
+	run "$THROTTLE" check rhost:192.0.2.66 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 1 ]
+	run "$THROTTLE" check rhost:192.0.2.68 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 2 ]
+}
+
+@test "pam: asked by a setuid program (su, sudo), the pasted guard runs as root" {
+	needs_pam
+	command -v perl >/dev/null || skip "needs perl (perl-base) to start pamtester as su is started"
+	service 2/1h 1h
+	# as su runs: the real uid the user's who typed it, the effective 0;
+	# without seteuid pam_exec ran the guard as that user, who could
+	# not write root's state file: every attempt refused
+	uid=$(id -u "$PAM_USER_NAME")
+	as_su() {
+		echo "$1" | perl -e '$< = shift; exec @ARGV or exit 127' "$uid" \
+		    pamtester "$PAM_SERVICE_NAME" "$PAM_USER_NAME" authenticate
+	}
+	run as_su right-pass
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	as_su wrong || true
+	as_su wrong || true
+	run as_su right-pass
+	[ "$status" -ne 0 ]
+	# the lockout is in root's file, the one every service shares
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db" --format json
+	[[ "$output" == *"\"key\":\"login:$PAM_USER_NAME\""* ]]
 }
 
 @test "pam: user names are keys as they are: spaces, colons and globs" {
@@ -278,7 +328,7 @@ login() {
 }
 
 @test "man EXAMPLES: the man page's guard stack is the README's" {
-	readme=$(doc 230f883a76f1)
-	man=$(doc 75b7df8bb1f7)
+	readme=$(doc 68f3e021693a)
+	man=$(doc e96a7ccb5375)
 	[ "$(printf '%s\n' "$readme" | tr -s ' ')" = "$(printf '%s\n' "$man" | tr -s ' ')" ]
 }

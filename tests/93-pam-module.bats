@@ -201,6 +201,29 @@ login() {
 	[[ "$output" == *"This host is locked out"* ]]
 }
 
+@test "pam module: a user locked out from elsewhere does not lock out the host they retry from" {
+	needs_module
+	service "db=$TMP/state.db" limit=2/1h lockout=1h
+	# (from three hosts: one host's third try would lock the host)
+	for n in 66 67 68; do login wrong "$PAM_USER_NAME" "192.0.2.$n" || true; done
+	for n in 1 2 3 4; do
+		run login right-pass "$PAM_USER_NAME" 198.51.100.50
+		[ "$status" -ne 0 ]
+		[[ "$output" == *"The account is locked out"* ]]
+	done
+	run "$THROTTLE" check rhost:198.51.100.50 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 2 ] || { echo "$output"; return 1; }
+	run "$THROTTLE" inspect --locked --db "$TMP/state.db" --format json
+	[[ "$output" == *"\"key\":\"login:$PAM_USER_NAME\""* ]] || { echo "$output"; return 1; }
+	[[ "$output" != *rhost:* ]] || { echo "$output"; return 1; }
+	# a host whose password was tried is charged as ever; the third,
+	# refused by the lockout it started, was given its unit back
+	run "$THROTTLE" check rhost:192.0.2.66 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 1 ]
+	run "$THROTTLE" check rhost:192.0.2.68 --limit 2/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$(field remaining "$output")" = 2 ]
+}
+
 @test "pam module: 30 parallel wrong passwords, at most the limit checked" {
 	needs_module
 	service "db=$TMP/state.db" limit=5/1h lockout=1h
