@@ -465,6 +465,8 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 		c.on_error = ON_ERROR_FAIL;
 	answer_init(&ans);
 	cmd_answer(&c, &a, &ans);
+	free(c.policy_err); /* the request's own (base has none) */
+	c.policy_err = NULL;
 	tell(&c, g, &ans, lineno);
 	rc = ans.rc;
 	if (ans.msg_kind == MSG_STATE)

@@ -723,9 +723,35 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 	died_of(&j, ans);
 }
 
+/*
+ * The key's policy, which gives its only limits, could not be read (the
+ * store out of reach): --on-error says whether COMMAND runs, as when a
+ * decision meets the store's error.
+ */
+static void
+run_without_policy(struct ctx *c, const struct args *a, struct answer *ans)
+{
+	int err;
+
+	answer_state(ans, c->policy_err);
+	if (store_failed(c, a, ans) != EXIT_ALLOWED)
+		return;
+	fflush(NULL);
+	signal(SIGPIPE, SIG_DFL);
+	slice_default();
+	err = exec_command(a->command);
+	signal(SIGPIPE, SIG_IGN);
+	log_msg("run: %s: %s", a->command[0], strerror(err));
+	ans->rc = cannot_run(err);
+}
+
 static void
 run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
+	if (a->nlimits == 0 && !a->has_concurrency && c->policy_err != NULL) {
+		run_without_policy(c, a, ans);
+		return;
+	}
 	if (a->nlimits == 0 && !a->has_concurrency) {
 		answer_usage(ans,
 		    "run: give --limit (a rate), --concurrency (a number of "

@@ -91,14 +91,19 @@ cmd_prepare(struct ctx *c, struct args *a, struct answer *ans)
 		 * holds no policy, and a lookup creates nothing) */
 		if (ctx_store(c, ans) == NULL || policy_find(c, a, ans) == -1) {
 			/* a policy this throttle cannot use is an error; a
-			 * store out of reach is not one yet for a command
-			 * line with limits of its own: it decides without the
-			 * policy, meets the same error, and --on-error maps it
-			 * as the command does (run runs or refuses CMD), after
-			 * any usage error its own options make */
+			 * store error is not one yet for a command line with
+			 * limits of its own: the command meets it as it
+			 * reaches the store (ctx_store() answers it, never
+			 * deciding without the policy), and --on-error maps
+			 * it as the command does (run runs or refuses CMD,
+			 * with no limits of its own too), after any usage
+			 * error its own options make */
 			if (a->policy != NULL || ans->msg_kind != MSG_STATE ||
-			    (a->ls.n == 0 && !a->has_concurrency))
+			    (a->ls.n == 0 && !a->has_concurrency &&
+				!a->cmd->takes_command))
 				return -1;
+			free(c->policy_err);
+			c->policy_err = xstrdup(ans->msg);
 			answer_free(ans);
 			answer_init(ans);
 		}

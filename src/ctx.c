@@ -120,6 +120,8 @@ ctx_close(struct ctx *c)
 	c->store = NULL;
 	free(c->open_err);
 	c->open_err = NULL;
+	free(c->policy_err);
+	c->policy_err = NULL;
 }
 
 /*
@@ -168,6 +170,13 @@ ctx_store(struct ctx *c, struct answer *a)
 {
 	char err[STORE_ERR_MAX];
 
+	if (c->policy_err != NULL) {
+		/* the key's policy could not be read: a decision without it
+		 * would be under the wrong rules (on a cluster, the policies
+		 * live on another node than the key) */
+		answer_state(a, c->policy_err);
+		return NULL;
+	}
 	if (c->store != NULL)
 		return c->store;
 	if (c->open_err != NULL) {

@@ -286,6 +286,8 @@ struct ctx {
 	int open_unavailable; /* opening the store failed: out of reach */
 	char *open_err; /* opening the store failed: why (not tried again,
 			 * so a call spends --lock-timeout once) */
+	char *policy_err; /* looking the key's policy up failed: why (the
+			   * command's own store calls meet it) */
 	/* while a --wait sleeps, keep(keep_arg) every keep_every us (run:
 	 * renew the lease it holds); NULL: nothing to keep */
 	void (*keep)(void *);

@@ -383,6 +383,17 @@ while True:
 	run --separate-stderr "$THROTTLE" policy list
 	[ "$status" -eq 3 ]
 	[[ "$stderr" == *": listing policies: the key 'throttle:policies' holds something throttle did not write"* ]]
+	# a command line with limits of its own is no way around it: it
+	# decided without the key's policy (a login lockout lost unsaid)
+	for oe in fail allow; do
+		run --separate-stderr "$THROTTLE" consume login:y --limit 3/1m --on-error $oe
+		[ "$status" -eq 3 ] || { echo "$oe: $status $stderr"; return 1; }
+		[[ "$stderr" == *": reading a policy: the key 'throttle:policies' holds something throttle did not write"* ]]
+		run --separate-stderr "$THROTTLE" run login:y --limit 3/1m --on-error $oe -- touch ran
+		[ "$status" -eq 3 ] || { echo "$oe: $status $stderr"; return 1; }
+		[ ! -e ran ]
+	done
+	[ -z "$(rcli keys 'throttle:{login:y}')" ]
 	[ "$(rcli lrange 'throttle:policies' 0 -1)" = x ]
 	rcli del 'throttle:policies' >/dev/null
 	rcli hset 'throttle:{j}' k0 "gcra 1 2 three" >/dev/null
@@ -635,6 +646,20 @@ answers() { [ "$(cat out* 2>/dev/null | wc -l)" -ge "$1" ]; }
 	run --separate-stderr "$THROTTLE" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 0 ]
 	[[ "$stderr" == *"allowing anyway (--on-error allow)"* ]]
+	# run on a key whose limits are its policy's, which cannot be read:
+	# allow runs the command (it exited 0 without running it), deny
+	# refuses it as a limit would
+	run --separate-stderr "$THROTTLE" --on-error allow run nightly -- touch ran
+	[ "$status" -eq 0 ]
+	[ -e ran ]
+	[[ "$stderr" == *"cannot connect"*"running touch (--on-error allow)"* ]]
+	rm ran
+	run --separate-stderr "$THROTTLE" --on-error deny run nightly -- touch ran
+	[ "$status" -eq 75 ]
+	[ ! -e ran ]
+	run --separate-stderr "$THROTTLE" run nightly -- touch ran
+	[ "$status" -eq 3 ]
+	[ ! -e ran ]
 	start_redis
 	# a refused password, a key of another type: misconfigurations, which
 	# failing open would hide for good: exit 3 whatever --on-error says

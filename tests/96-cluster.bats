@@ -334,6 +334,32 @@ set_slot() {
 	[[ "$stderr" == *"MOVED"*"exit 3 whatever --on-error says"* ]]
 }
 
+@test "cluster: with the policies' node out of reach, a command line's own --limit never decides without the policy" {
+	run at 1000 policy set fw --limit 3/1h --algorithm fixed-window
+	[ "$status" -eq 0 ]
+	ps=$(owner "$(redis-cli -p "$M1" cluster keyslot "${PFX}policies")")
+	for p in "$M1" "$M2" "$M3"; do
+		[ "$p" = "$ps" ] || { k=$(keys_on "$p" 1 fw:); break; }
+	done
+	for n in 1 2 3; do at 1000 consume "$k"; done
+	run at 1000 consume "$k"
+	[ "$status" -eq 1 ]
+	redis-cli -p "$ps" client pause 4000 all >/dev/null
+	# the key's own node answers: deciding under the command line's
+	# gcra 3/1h, it was allowed, and started the key afresh
+	run --separate-stderr at 1000 consume "$k" --limit 3/1h --lock-timeout 300ms
+	[ "$status" -eq 3 ] || { echo "$status $output $stderr"; return 1; }
+	[[ "$stderr" == *"reading a policy"* ]]
+	run --separate-stderr at 1000 consume "$k" --limit 3/1h --lock-timeout 300ms --on-error deny --format json
+	[ "$status" -eq 1 ]
+	[ "$(field allowed "$output")" = false ]
+	redis-cli -p "$ps" client unpause >/dev/null
+	# the policy's window still holds the key
+	run --separate-stderr at 1000 consume "$k" --format json
+	[ "$status" -eq 1 ]
+	[ "$(field algorithm "$output")" = '"fixed-window"' ]
+}
+
 @test "cluster: redis:// on a cluster node is refused by what walks keys and policies too" {
 	run --separate-stderr "$THROTTLE" --db "redis://127.0.0.1:$M1?prefix=$PFX" --on-error allow inspect
 	[ "$status" -eq 3 ]
