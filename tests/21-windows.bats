@@ -255,6 +255,23 @@ expect() {
 	[ "$status" -eq 2 ]
 }
 
+@test "sliding-window: a unit counts ceil(period/G) sub-windows; a G that divides the period admits an exact pace" {
+	# 16.666ms, the default for 1s, does not divide it: a unit counts
+	# 61 sub-windows, up to G past the period (the man page says so):
+	# at 100 (in sub-window 6000) until 6061 * 16666us
+	run at 100 consume d --limit 1/1s --algorithm sliding-window --format json
+	[ "$(field reset_after "$output")" = 1.013 ]
+	# 10ms does: ten a second, every 100ms, are all allowed
+	for i in $(seq 0 29); do
+		t=$((100000000 + i * 100000))
+		run at "${t%??????}.${t: -6}" consume p --limit 10/1s --algorithm sliding-window --granularity 10ms
+		[ "$status" -eq 0 ] || { echo "refused at request $i"; return 1; }
+	done
+	run at 103 consume p --limit 10/1s --algorithm sliding-window --granularity 10ms --format json
+	[ "$status" -eq 0 ]
+	[ "$(field remaining "$output")" = 0 ]
+}
+
 @test "a key used with another algorithm starts afresh; new parameters convert" {
 	at 0 consume k --limit 3/60s --cost 3
 	run at 0 consume k --limit 3/60s
