@@ -436,6 +436,7 @@ sql_err(struct sq *sq, const char *what)
 	switch (rc & 0xff) {
 	case SQLITE_BUSY:
 	case SQLITE_LOCKED:
+	case SQLITE_PROTOCOL: /* the WAL's locks, held past the deadline */
 		locked_err(sq);
 		break;
 	case SQLITE_NOTADB:
@@ -1104,6 +1105,33 @@ hook_syscall(sqlite3_vfs *vfs, const char *name, sqlite3_syscall_ptr fn)
 	return real;
 }
 
+/*
+ * SQLite's own naps end at the lock timeout too: a connection whose WAL
+ * index needs the locks another process holds (one that may only read
+ * the -shm can hold them) retries about 10s in all before it gives up
+ * with SQLITE_PROTOCOL, whatever --lock-timeout says.  Past the deadline
+ * of the connection at work (napper) its retries run out at once.  The
+ * throttle binary only (turn_ok: one thread, one connection at a time).
+ */
+static int turn_ok; /* the throttle binary: see turn_take() */
+static int (*real_sleep)(sqlite3_vfs *, int);
+static const struct sq *napper;
+
+static int
+bounded_sleep(sqlite3_vfs *vfs, int us)
+{
+	int64_t left;
+
+	if (napper != NULL) {
+		left = napper->deadline - clock_monotonic();
+		if (left <= 0)
+			return 0;
+		if (us > left)
+			us = (int)left;
+	}
+	return real_sleep(vfs, us);
+}
+
 /* From now until guard_end(), SQLite's opens of path are guarded. */
 static void
 guard_begin(const char *path)
@@ -1124,6 +1152,10 @@ guard_begin(const char *path)
 			real_fchown =
 			    (int (*)(int, uid_t, gid_t))hook_syscall(vfs,
 				"fchown", (sqlite3_syscall_ptr)lazy_fchown);
+		if (turn_ok && real_sleep == NULL && vfs->xSleep != NULL) {
+			real_sleep = vfs->xSleep;
+			vfs->xSleep = bounded_sleep;
+		}
 	}
 	guard.why[0] = '\0';
 	guard.app = guard.cookie = guard.page_size = 0;
@@ -1387,9 +1419,9 @@ busy_wait(void *arg, int count)
  * connection to the file in the process whose POSIX locks closing turnfd
  * would drop.  Waiters block in the kernel, woken at the deadline by a
  * timer of their own (a real-time signal, unblocked for the wait only):
- * SIGALRM and the caller's alarm() are left alone.
+ * SIGALRM and the caller's alarm() are left alone.  (turn_ok is
+ * declared above bounded_sleep().)
  */
-static int turn_ok;
 static int sq_waiting(void *);
 
 static void
@@ -1807,6 +1839,7 @@ sq_connect(struct sq *sq, int create, int immutable)
 	}
 	sq->page_size = create ? NEW_PAGE_SIZE : guard.page_size;
 	sq->deadline = clock_monotonic() + sq->lock_timeout;
+	napper = sq;
 	sqlite3_busy_handler(sq->db, busy_wait, sq);
 	/* In WAL mode, NORMAL syncs at checkpoints: durable to the last few
 	 * commits on power loss, never corrupt (promise 2 above).  Every
@@ -1966,6 +1999,8 @@ sq_disconnect(struct sq *sq)
 	unprep_all(sq);
 	sqlite3_close(sq->db);
 	sq->db = NULL;
+	if (napper == sq)
+		napper = NULL;
 	guard_end();
 	if (sq->lockfd >= 0)
 		close(sq->lockfd);

@@ -346,6 +346,31 @@ hot_journal() {
 	done
 }
 
+@test "a lock on the WAL index that a mere reader holds costs a call --lock-timeout, and is named as a lock" {
+	needs_sqlite
+	command -v python3 >/dev/null || skip "needs python3 to hold a lock on the -shm"
+	at 1 consume k --limit 5/1h --db s.db
+	chmod 644 s.db s.db-shm
+	# a process that may only read the -shm holds a read lock on its
+	# write-lock byte (120): SQLite, rebuilding the index, retried about
+	# 10s before it said "locking protocol", whatever --lock-timeout
+	python3 -c 'import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB, 1, 120, os.SEEK_SET)
+open(sys.argv[2], "w").close()
+time.sleep(30)' s.db-shm held 3>&- &
+	track $!
+	wait_until test -e held
+	for cmd in "consume k --limit 5/1h" "check k --limit 5/1h"; do
+		s=$(date +%s%N)
+		run --separate-stderr at 2 $cmd --db s.db --lock-timeout 500ms
+		ms=$(( ($(date +%s%N) - s) / 1000000 ))
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == "throttle: s.db: is locked by another process for longer than the lock timeout (0.5s)"* ]] || { echo "$cmd: $stderr"; return 1; }
+		[ "$ms" -lt 3000 ] || { echo "$cmd took ${ms}ms"; return 1; }
+	done
+}
+
 @test "a missing -shm on a full disk: the disk is named as full, for writers and readers, and nothing is charged" {
 	needs_sqlite
 	needs_unshare
