@@ -144,9 +144,22 @@ _throttle()
 		renew) COMPREPLY=($(compgen -W "--lease --ttl $global" -- "$cur")) ;;
 		run) COMPREPLY=($(compgen -W "$rate --lockout --wait $lease --conflict-exit-code $global" -- "$cur")) ;;
 		shed) COMPREPLY=($(compgen -W "$shedopts $global" -- "$cur")) ;;
-		policy) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
+		policy)
+			# list, show and delete take no limit options: only set
+			case ${words[ci + 1]} in
+			list | show | delete) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
+			*) COMPREPLY=($(compgen -W "--limit --burst --algorithm --granularity --lockout --concurrency --reserve --ttl $global" -- "$cur")) ;;
+			esac
+			;;
 		verify) COMPREPLY=($(compgen -W "--quick $global" -- "$cur")) ;;
-		inspect) COMPREPLY=($(compgen -W "--names --locked $global" -- "$cur")) ;;
+		inspect)
+			# --names and --locked do not go together
+			if [[ " ${words[*]} " == *" --names "* || " ${words[*]} " == *" --locked "* ]]; then
+				COMPREPLY=($(compgen -W "$global" -- "$cur"))
+			else
+				COMPREPLY=($(compgen -W "--names --locked $global" -- "$cur"))
+			fi
+			;;
 		*) COMPREPLY=($(compgen -W "$global" -- "$cur")) ;;
 		esac
 		return

@@ -74,7 +74,13 @@ end
 function __throttle_cmd_in
 	set -l toks (commandline -opc)
 	set -l i (__throttle_cmd_at); or return 1
-	contains -- $toks[$i] $argv
+	contains -- $toks[$i] $argv; or return 1
+	# policy list, show and delete take no limit options: only set does
+	if test "$toks[$i]" = policy
+		set -l sub $toks[(math $i + 1)]
+		contains -- "$sub" list show delete; and return 1
+	end
+	return 0
 end
 
 # Is a key still to come (none after the command yet)?
@@ -153,8 +159,8 @@ complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a policy -d 'keep li
 complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a gc -d 'forget keys at rest and ended leases'
 complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a verify -d 'check every page and record of the store'
 complete -c throttle -n "__throttle_cmd_in verify" -l quick -d 'quick_check, not integrity_check'
-complete -c throttle -n "__throttle_cmd_in inspect" -l names -d 'only the names of the keys'
-complete -c throttle -n "__throttle_cmd_in inspect" -l locked -d 'only the keys locked out now'
+complete -c throttle -n "__throttle_cmd_in inspect; and not __fish_seen_argument -l names -l locked" -l names -d 'only the names of the keys'
+complete -c throttle -n "__throttle_cmd_in inspect; and not __fish_seen_argument -l names -l locked" -l locked -d 'only the keys locked out now'
 complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a batch -d 'answer requests read one per line from stdin'
 complete -c throttle -n "not __throttle_cmd_at >/dev/null" -a help -d 'show how to use throttle'
 complete -c throttle -n "__throttle_cmd_in policy; and not __fish_seen_subcommand_from set list show delete" -a 'set list show delete'

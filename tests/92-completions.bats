@@ -83,6 +83,14 @@ check_all_four() {
 	offers_is "$shell" "throttle acquire k --w" "--wait"
 	offers_is "$shell" "throttle release k --lo" "--lock-timeout"
 	offers_is "$shell" "throttle policy set login --c" "--concurrency"
+	# policy list, show and delete take no limit options; inspect's
+	# --names and --locked do not go together
+	offers_is "$shell" "throttle policy list --li" ""
+	offers_is "$shell" "throttle policy show login --l" "--lock-timeout"
+	offers_is "$shell" "throttle policy delete login --con" ""
+	offers_is "$shell" "throttle inspect --names --lo" "--lock-timeout"
+	offers_is "$shell" "throttle inspect --locked --na" ""
+	offers_is "$shell" "throttle inspect --lo" "--lock-timeout --locked"
 }
 
 # check_more SHELL COLON: keys holding ':' (bash offers what follows the
