@@ -139,6 +139,7 @@ struct rs {
 	int64_t time; /* the server's TIME, read with the last key */
 	int has_time;
 	int unavailable; /* the last error: the server out of reach */
+	int sentinels_down; /* find_master() reached no sentinel at all */
 	int unsure; /* the last commit was sent, its reply lost: it may be kept */
 	int64_t timeout; /* ?timeout=: a reply waited for this long, at most */
 	int64_t deadline; /* monotonic: this decision's --lock-timeout ends */
@@ -3328,6 +3329,7 @@ find_master(struct rs *rs)
 	int i, port = 0, save_cur = rs->cur, found = 0, unknown = 0;
 	int misconf = 0, port_asked = 0;
 
+	rs->sentinels_down = 1;
 	for (i = 0; i < u->nseed && !found; i++) {
 		struct timeval tv;
 		redisContext *c;
@@ -3363,6 +3365,7 @@ find_master(struct rs *rs)
 			redisFree(c);
 			continue;
 		}
+		rs->sentinels_down = 0;
 		bound_time(rs, rs->first_try != 0 && !rs->scanning);
 		if (log_in(rs, u->sentinel_user, u->sentinel_password,
 			"Sentinel") == -1) {
@@ -3536,10 +3539,12 @@ rs_open(const char *spec, int64_t lock_timeout, int flags, char *err,
 		 * it), so every write waits for one replica to have it */
 		rs->replicas = 1;
 		/* during a failover, Sentinel may name the old master for
-		 * a moment, or none: ask again, within --lock-timeout */
+		 * a moment, or none: ask again, within --lock-timeout; but
+		 * no sentinel reached at all is an outage at once, as a
+		 * server or a cluster that cannot be reached is */
 		rs->redir_until = rs->deadline;
 		while ((ok = find_master(rs)) == -1 && rs->unavailable &&
-		    clock_monotonic() < rs->deadline)
+		    !rs->sentinels_down && clock_monotonic() < rs->deadline)
 			nap(rs, ++tries);
 	}
 	if (ok == -1) {
