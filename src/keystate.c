@@ -286,9 +286,27 @@ keystate_decide(struct keywork *k, int64_t at, int64_t cost)
 	int i;
 
 	for (i = 0; i < k->n; i++) {
-		k->w[i].next.nslots = 0;
-		k->w[i].lim.algo->decide(&k->w[i].lim, &k->w[i].cur, at, cost,
-		    &k->w[i].d, &k->w[i].next);
+		struct work *w = &k->w[i];
+
+		w->next.nslots = 0;
+		w->lim.algo->decide(&w->lim, &w->cur, at, cost, &w->d,
+		    &w->next);
+		/* a state converted from another limit reads as none once
+		 * it is at rest under its own (limit_carry()): a refusal
+		 * waits until then at the latest, and the key is at rest
+		 * then (a converted window can end a whole new period
+		 * later than the old one did) */
+		if (!w->d.allowed && w->found &&
+		    w->rec.limit.algo == w->lim.algo &&
+		    !limit_same(&w->rec.limit, &w->lim) &&
+		    w->rec.rest_at > at && w->d.retry_after < DURATION_MAX) {
+			int64_t rest = w->rec.rest_at - at;
+
+			if (w->d.retry_after > rest)
+				w->d.retry_after = rest;
+			if (w->d.reset_after > rest)
+				w->d.reset_after = rest;
+		}
 	}
 	keystate_combine(k);
 }

@@ -272,6 +272,25 @@ expect() {
 	[ "$(field remaining "$output")" = 0 ]
 }
 
+@test "a refusal under a changed limit waits no longer than the old state's rest, which admits" {
+	# 3/60s used up at 0, then 3/120s at 30: the converted window would
+	# end at 120 (retry_after 90), but the old state is at rest at 60,
+	# where the key starts afresh and the request is allowed: 30, and
+	# --wait 45s waits for it
+	for a in fixed-window sliding-window; do
+		for i in 1 2 3; do at 0 consume "$a" --algorithm "$a" --limit 3/60s; done
+		run --separate-stderr at 30 consume "$a" --algorithm "$a" --limit 3/120s --format json
+		[ "$status" -eq 1 ]
+		[ "$(field retry_after "$output")" = 30 ] || { echo "$a: $output"; return 1; }
+		[ "$(field reset_after "$output")" = 30 ] || { echo "$a: $output"; return 1; }
+		run --separate-stderr at 59.999999 consume "$a" --algorithm "$a" --limit 3/120s
+		[ "$status" -eq 1 ]
+		run --separate-stderr at 30 consume "$a" --algorithm "$a" --limit 3/120s --wait 45s --format json
+		[ "$status" -eq 0 ] || { echo "$a: $stderr"; return 1; }
+		[ "$(field remaining "$output")" = 2 ]
+	done
+}
+
 @test "a key used with another algorithm starts afresh; new parameters convert" {
 	at 0 consume k --limit 3/60s --cost 3
 	run at 0 consume k --limit 3/60s

@@ -217,15 +217,31 @@ load lib
 	# 5 under 5/15m owe 9 units, but 1/1h is owed 1 (its own whole
 	# quota, taken at once, would be allowed again in an hour), not 9
 	at 1000 consume hq --limit 5/15m --algorithm hybrid --cost 5
+	run at 1000 check hq --limit 1/1h --algorithm hybrid --cost 0 --format json
+	[ "$(field remaining "$output")" = 0 ] || { echo "$output"; return 1; }
+	# ... and the wait is no longer than until 5/15m is at rest (2620),
+	# where the key starts afresh under 1/1h: 1620, not the 3600 its
+	# converted state would take
 	run at 1000 check hq --limit 1/1h --algorithm hybrid --format json
-	[ "$(field retry_after "$output")" = 3600 ] || { echo "$output"; return 1; }
+	[ "$(field retry_after "$output")" = 1620 ] || { echo "$output"; return 1; }
+	run at 2620 consume hq --limit 1/1h --algorithm hybrid
+	[ "$status" -eq 0 ]
 	# a fixed window lengthened, shortened and lengthened again ends no
 	# later than the new period from its last save
 	at 1000 consume fq --limit 5/1m --algorithm fixed-window --cost 5
 	at 1010 consume fq --limit 5/1h --algorithm fixed-window --cost 0
 	at 1020 consume fq --limit 5/1m --algorithm fixed-window --cost 0
+	run at 1030 check fq --limit 5/1h --algorithm fixed-window --cost 0 --format json
+	[ "$(field remaining "$output")" = 0 ] || { echo "$output"; return 1; }
+	# (converted, its window would end at 4620, the new period from the
+	# last save; but the 5/1m state saved then is at rest at 4600, and
+	# a key at rest starts afresh: the wait ends there)
 	run at 1030 check fq --limit 5/1h --algorithm fixed-window --format json
-	[ "$(field retry_after "$output")" = 3590 ] || { echo "$output"; return 1; }
+	[ "$(field retry_after "$output")" = 3570 ] || { echo "$output"; return 1; }
+	run at 4599.999999 consume fq --limit 5/1h --algorithm fixed-window
+	[ "$status" -eq 1 ]
+	run at 4600 consume fq --limit 5/1h --algorithm fixed-window
+	[ "$status" -eq 0 ]
 	# a shorter unit keeps the time of rest: 3/30s to 6/60s leaves 3
 	at 0 consume u --limit 3/30s --cost 3
 	run at 0 check u --limit 6/60s --cost 0 --format json
