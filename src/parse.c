@@ -294,7 +294,8 @@ parse_time(const char *s, int64_t *out, const char **errstr)
 		}
 		sec = sec * 10 + (*p - '0');
 	}
-	if (p == s) {
+	if (p == s && !(*p == '.' && isdigit_c(p[1]))) {
+		/* (".25" is a time, as ".5s" is a duration) */
 		*errstr = "is not a time (give seconds since the epoch, as "
 			  "in 1700000000 or 1700000000.25)";
 		return -1;

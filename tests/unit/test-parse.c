@@ -112,6 +112,8 @@ static const struct {
 	{ "1700000000.123456789", INT64_C(1700000000123456) },
 	{ "253402300799", INT64_C(253402300799) * S },
 	{ "5.", 5 * S },
+	/* as ".5s" is a duration */
+	{ ".25", 250000 },
 };
 
 /* a negative number is below 0; what only begins like one is no number */
@@ -137,6 +139,8 @@ static const char *const bad_times[] = {
 	"99999999999999999999",
 	"1.2.3",
 	"0x10",
+	".",
+	".x",
 };
 
 /* Split line as batch does and compare with the NULL-terminated want. */
