@@ -3890,7 +3890,10 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 	if (strncmp(p, "prefix=", 7) == 0) {
 		if (unescape(p + 7, n - 7, u->prefix, sizeof(u->prefix)) ==
 		    -1) {
-			*why = "the prefix is too long";
+			*why = n - 7 >= sizeof(u->prefix)
+			    ? "the prefix is too long"
+			    : "the prefix has a bad %XX escape (a % is "
+			      "written %25)";
 			return -1;
 		}
 		return 0;

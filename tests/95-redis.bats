@@ -455,6 +455,10 @@ while True:
 	run --separate-stderr "$THROTTLE" --db 'redis://h:1:2' consume k --limit 1/1s
 	[ "$status" -eq 2 ]
 	[[ "$stderr" == *"the port is not a number"* ]]
+	# a bad escape in the prefix is said as one, not as a long prefix
+	run --separate-stderr "$THROTTLE" --db 'redis://h:1?prefix=%zz' consume k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[[ "$stderr" == *"the prefix has a bad %XX escape (a % is written %25)"* ]]
 	# an option given twice: which one was meant is a guess, so neither
 	for q in 'timeout=1s&prefix=a:&timeout=2s' 'prefix=a:&prefix=b:' 'db=1&db=1'; do
 		run --separate-stderr "$THROTTLE" --db "unix://$SOCK?$q" consume k --limit 1/1s
