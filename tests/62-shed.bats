@@ -110,6 +110,18 @@ prob() {
 	[ -z "$(at 1 inspect k2 2>/dev/null)" ]
 }
 
+@test "README: called hourly at full pressure, shed skips low work from the third hour" {
+	mkdir -p fake/pressure
+	printf 'some avg10=100.00 avg60=1.00 avg300=0.50 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n' >fake/pressure/cpu
+	got=
+	for h in 0 1 2 3; do
+		run --separate-stderr env THROTTLE_PROC="$TMP/fake" THROTTLE_NOW=$((1000000 + h * 3600)) \
+		    "$THROTTLE" shed reports --utilization auto --priority low --format json
+		got="$got $(field drop_probability "$output")"
+	done
+	[ "$got" = " 0 0 0.7 1" ] || { echo "drop probabilities:$got"; return 1; }
+}
+
 @test "--utilization auto reads PSI, else the load average per CPU" {
 	run at 1 shed a --utilization auto --format json
 	[ "$status" -eq 0 ]
