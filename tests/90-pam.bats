@@ -327,6 +327,29 @@ login() {
 	fi
 }
 
+@test "pam: a mistyped mode refuses all but root; a user named 0 is no root" {
+	guard() {
+		env PAM_USER="$1" THROTTLE_BIN="$THROTTLE" THROTTLE_LOGIN_SYSLOG="$TMP/none" \
+		    THROTTLE_LOGIN_LIMIT=1/1h sh "$GUARD" "$2" --db "$TMP/d.db"
+	}
+	# the module steps aside for root on a misconfiguration; the script
+	# refused root too, locking out the console that would fix the line
+	run guard root preuath
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"unknown mode 'preuath'"* ]]
+	run guard nobody preuath
+	[ "$status" -eq 1 ]
+	# id(1) read the name "0" as uid 0: it was exempt as root
+	if ! getent passwd -- 0 | grep -q '^0:'; then
+		run guard 0 preauth
+		[ "$status" -eq 0 ]
+		run guard 0 preauth
+		[ "$status" -eq 1 ]
+		run "$THROTTLE" inspect --names --db "$TMP/d.db"
+		[[ "$output" == *login:0* ]]
+	fi
+}
+
 @test "man EXAMPLES: the man page's guard stack is the README's" {
 	readme=$(doc 68f3e021693a)
 	man=$(doc e96a7ccb5375)
