@@ -1499,15 +1499,20 @@ turn_arm(timer_t timer, int64_t us)
  * can wait that long for a CPU.  Polling for the front instead cost 35ms
  * of CPU a second per waiter.
  *
- * Those behind the front wake every TURN_TICK_US to try the turn, and
- * every waiter tries once more at its deadline: a front stopped (^Z, a
- * debugger) holds its place, and must not keep them from a turn that is
- * free.  A waiter woken by the tick goes back to the end of the line:
- * a wait longer than TURN_TICK_US may lose its place.
- * 0, or -1 with errno.
+ * Every waiter wakes every TURN_TICK_US to try the turn, and once more
+ * at its deadline: a front stopped (^Z, a debugger) holds its place, and
+ * must not keep the others from a turn that is free.  A turn still held
+ * at a tick is held by a process stopped, or itself waiting for another
+ * program's lock (the sqlite3 shell's), which must not keep them from a
+ * SQLite lock that is free either: the waiter goes on without the turn
+ * (TURN_PASSED), to SQLite's lock, polled by busy_wait(), which keeps
+ * each decision atomic.  Either way a wait longer than TURN_TICK_US
+ * loses its place in the line.
+ * 0, TURN_PASSED, or -1 with errno.
  */
 #define TURN_TICK_US 1000000
 #define TURN_HANDOVER_US 10000
+#define TURN_PASSED 1 /* turn_wait(): go on without the turn */
 
 /* Whether the lock on byte at is free of other holders: 1, 0, or -1. */
 static int
@@ -1580,8 +1585,7 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 			waiting = turn_lock(sq->turnfd, F_OFD_SETLK, F_RDLCK,
 				      WAITING_BYTE, NULL) == 0;
 		if (turn_arm(timer,
-			front || left < TURN_TICK_US ? left : TURN_TICK_US) ==
-		    -1) {
+			left < TURN_TICK_US ? left : TURN_TICK_US) == -1) {
 			r = -1;
 			break;
 		}
@@ -1593,8 +1597,16 @@ turn_wait(struct sq *sq, timer_t timer, int queue)
 			front = 1;
 		else if (errno != EINTR)
 			break;
-		else
-			queue = 0; /* the timer: try the turn itself */
+		else if (sq->deadline - clock_monotonic() > 0) {
+			/* the timer's tick: a turn held this long is held by
+			 * a process stopped (^Z, a debugger) or waiting for
+			 * another program's lock itself; go on without it, to
+			 * SQLite's lock, which keeps the decision atomic */
+			if ((r = turn_lock(sq->turnfd, F_OFD_SETLK, F_WRLCK,
+				 TURN_BYTE, NULL)) == -1)
+				r = TURN_PASSED;
+			break;
+		}
 	}
 	/* no longer waiting before the front is free for the next: those
 	 * who arrive meanwhile see a handover only if one is due */
@@ -1670,6 +1682,8 @@ turn_take(struct sq *sq)
 		sq->has_turn = 1;
 		return 0;
 	}
+	if (r == TURN_PASSED)
+		return 0; /* SQLite's lock alone, polled (busy_wait()) */
 	if (errno != EAGAIN && errno != EACCES)
 		return 0;
 	locked_err(sq);

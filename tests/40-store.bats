@@ -957,6 +957,29 @@ hold_turn() {
 	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
 }
 
+@test "a writer stopped while it holds the turn does not keep the others from a free SQLite lock" {
+	needs_sqlite
+	# a has the turn and waits for the sqlite3 shell's lock; stopped
+	# there (^Z, docker pause), it kept the turn when the shell let go:
+	# every other writer waited out its whole --lock-timeout, exit 3
+	hold_turn
+	kill -STOP $holder
+	let_go
+	start=$(date +%s%N)
+	run --separate-stderr "$THROTTLE" consume b --limit 5/1h --lock-timeout 5s --format json
+	ms=$((($(date +%s%N) - start) / 1000000))
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
+	[ "$(field remaining "$output")" -eq 4 ]
+	# a tick of the wait (1s) finds the turn still held, and goes on to
+	# SQLite's lock, which keeps the decision atomic
+	[ "$ms" -ge 900 ] && [ "$ms" -lt 4000 ] || { echo "b took $ms ms"; return 1; }
+	kill -CONT $holder
+	wait $holder
+	[ ! -s "$TMP/err" ] || { cat "$TMP/err"; return 1; }
+	run "$THROTTLE" inspect a --format json
+	[ "$(field remaining "$output")" -eq 4 ]
+}
+
 @test "a waiter stopped in the middle of the line does not keep those behind it from a free turn" {
 	needs_sqlite
 	hold_turn
