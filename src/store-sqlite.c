@@ -990,6 +990,15 @@ guarded_open(const char *path, int flags, int mode)
 					     "can change it"
 					   : "can be written by others",
 			    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		/* any user: a file every user may write (an empty one left
+		 * 0666 in a shared folder) has no limits worth keeping */
+		if (sb.st_mode & S_IWOTH)
+			return refuse_fd(fd, EACCES,
+			    "can be written by every user (owner %ld, mode "
+			    "%04o), who could lift its limits and lockouts; "
+			    "the file was left untouched: chmod o-w it, or "
+			    "give another file",
+			    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
 		n = pread(fd, h, sizeof(h), 0);
 		if (n < 0)
 			return refuse_fd(fd, errno, "cannot be read: %s",

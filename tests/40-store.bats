@@ -611,6 +611,34 @@ time.sleep(30)' s.db-shm held 3>&- &
 	done
 }
 
+@test "a state file every user may write is refused, for any user, and left untouched" {
+	# another user left an empty 0666 file in a shared folder: adopted,
+	# it kept its mode, and its -wal and -shm were made 0666 too, so that
+	# user could reset the keys of whoever used it
+	unpriv "$TMP/u"
+	U=$TMP/u
+	"${UNPRIV[@]}" sh -c 'umask 0; : >"$1/shared.db"' sh "$U"
+	t() { THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" "$@"; }
+	run --separate-stderr t consume k --limit 1/1m --db "$U/shared.db"
+	[ "$status" -eq 3 ] || { echo "$status $stderr"; return 1; }
+	[[ "$stderr" == *"shared.db: can be written by every user (owner "*", mode 0666)"*"chmod o-w it"* ]] || { echo "$stderr"; return 1; }
+	[ ! -s "$U/shared.db" ]
+	[ ! -e "$U/shared.db-wal" ]
+	[ ! -e "$U/shared.db-shm" ]
+	# a state file made writable by all: refused to readers and writers
+	t consume k --limit 1/1m --db "$U/used.db"
+	"${UNPRIV[@]}" chmod 666 "$U/used.db"
+	for cmd in "consume k --limit 1/1m" "check k --limit 1/1m" "inspect" "verify"; do
+		run --separate-stderr t $cmd --db "$U/used.db"
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[[ "$stderr" == *"used.db: can be written by every user"* ]] || { echo "$stderr"; return 1; }
+	done
+	# told what to do, and done, it is used
+	"${UNPRIV[@]}" chmod o-w "$U/used.db"
+	run t consume k --limit 1/1m --db "$U/used.db"
+	[ "$status" -eq 1 ]
+}
+
 @test "a state file in a folder reached through a symbolic link is used; a link to the file is not" {
 	# a home folder or /var/lib that is a link to another disk (as a
 	# user: root refuses such a path, below)
