@@ -2722,6 +2722,114 @@ sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, const char *near,
  * indexes' agreement with their tables): 0 if it says ok, else -1 and the
  * first problems it found.
  */
+/*
+ * The -wal's checksums (SQLite's WAL format): pairs of 32-bit words, in
+ * the byte order the magic number's low bit names, summed into s[] over n
+ * bytes (a multiple of 8).
+ */
+#define WAL_MAGIC 0x377f0682u
+#define WAL_HDR 32
+#define WAL_FRAME_HDR 24
+
+static uint32_t
+wal_word(const unsigned char *p, int big)
+{
+	return big ? be32(p)
+		   : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 |
+		(uint32_t)p[1] << 8 | p[0];
+}
+
+static void
+wal_sum(const unsigned char *p, size_t n, int big, uint32_t s[2])
+{
+	size_t i;
+
+	for (i = 0; i + 8 <= n; i += 8) {
+		s[0] += wal_word(p + i, big) + s[1];
+		s[1] += wal_word(p + i + 4, big) + s[0];
+	}
+}
+
+/* Frame f's checksum, chained from s[], is the one it carries. */
+static int
+wal_frame_ok(const unsigned char *f, size_t page, int big, uint32_t s[2])
+{
+	uint32_t t[2] = { s[0], s[1] };
+
+	wal_sum(f, 8, big, t);
+	wal_sum(f + WAL_FRAME_HDR, page, big, t);
+	if (t[0] != be32(f + 16) || t[1] != be32(f + 20))
+		return 0;
+	s[0] = t[0];
+	s[1] = t[1];
+	return 1;
+}
+
+/*
+ * Whether the -wal is damaged where SQLite reads it: SQLite stops at the
+ * first frame whose checksum fails and ignores the rest, as after a power
+ * cut.  A frame after it that carries the -wal's salts and whose checksum
+ * follows from the failed frame's own (so it was written after that frame
+ * whole) is no torn tail or stale leftover of an unfinished transaction:
+ * the failed frame was changed since, and each such commit after it is a
+ * transaction lost.  1 with *frame (1 the first) and *lost, else 0.
+ */
+static int
+wal_damaged(const struct sq *sq, long *frame, long *lost)
+{
+	char path[PATH_MAX + 8];
+	unsigned char h[WAL_HDR], *f = NULL;
+	uint32_t s[2] = { 0, 0 };
+	struct stat sb;
+	size_t page, fsz;
+	off_t at;
+	int fd, big, bad = 0;
+	long i;
+
+	*frame = *lost = 0;
+	snprintf(path, sizeof(path), "%s-wal", sq->path);
+	if ((fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)) ==
+	    -1)
+		return 0;
+	if (fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode) ||
+	    pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
+	    (be32(h) & ~1u) != WAL_MAGIC)
+		goto done;
+	big = (int)(be32(h) & 1);
+	page = be32(h + 8);
+	if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
+		goto done;
+	wal_sum(h, 24, big, s);
+	if (s[0] != be32(h + 24) || s[1] != be32(h + 28))
+		goto done; /* a header SQLite ignores: nothing to follow */
+	fsz = WAL_FRAME_HDR + page;
+	f = xmalloc(fsz);
+	for (i = 0, at = WAL_HDR; at + (off_t)fsz <= sb.st_size;
+	     i++, at += (off_t)fsz) {
+		if (pread(fd, f, fsz, at) != (ssize_t)fsz ||
+		    memcmp(f + 8, h + 16, 8) != 0)
+			break; /* the end of this -wal's frames */
+		if (!bad && wal_frame_ok(f, page, big, s))
+			continue;
+		if (!bad) {
+			/* the first that fails: follow its own checksum */
+			bad = 1;
+			*frame = i + 1;
+			s[0] = be32(f + 16);
+			s[1] = be32(f + 20);
+			continue;
+		}
+		if (!wal_frame_ok(f, page, big, s))
+			break;
+		if (be32(f + 4) != 0)
+			++*lost; /* a commit */
+	}
+done:
+	free(f);
+	close(fd);
+	return *lost > 0;
+}
+
 static int
 sq_verify(void *p, int quick)
 {
@@ -2730,6 +2838,7 @@ sq_verify(void *p, int quick)
 	const char *t;
 	char found[600] = "";
 	size_t n = 0;
+	long frame, lost;
 	int rc, bad = 0;
 
 	if (sq->missing || sq->found_empty) {
@@ -2761,12 +2870,24 @@ sq_verify(void *p, int quick)
 		return -1;
 	}
 	unprep(sq, stmt);
-	if (bad)
+	if (bad) {
 		set_err(sq,
 		    "is corrupt (%s: %s); it was left untouched: move it "
 		    "aside, with its -wal and -shm files, to start afresh",
 		    quick ? "quick_check" : "integrity_check", found);
-	return bad ? -1 : 0;
+		return -1;
+	}
+	if (wal_damaged(sq, &frame, &lost)) {
+		set_err(sq,
+		    "its -wal file is damaged at frame %ld: SQLite reads it "
+		    "only up to there, so the decisions of that frame's "
+		    "transaction and of the %ld written after it are lost "
+		    "(the state file itself is sound, and the next decision "
+		    "writes over the damage); check the disk and memory",
+		    frame, lost);
+		return -1;
+	}
+	return 0;
 }
 
 static int
