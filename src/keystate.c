@@ -295,8 +295,10 @@ keystate_decide(struct keywork *k, int64_t at, int64_t cost)
 		 * it is at rest under its own (limit_carry()): a refusal
 		 * waits until then at the latest, and the key is at rest
 		 * then (a converted window can end a whole new period
-		 * later than the old one did) */
-		if (!w->d.allowed && w->found &&
+		 * later than the old one did).  Not one the clock moved:
+		 * the refusal saves it converted (SAVE_MOVED), its rest
+		 * from this reset_after, and the old state is gone */
+		if (!w->d.allowed && w->found && !w->moved &&
 		    w->rec.limit.algo == w->lim.algo &&
 		    !limit_same(&w->rec.limit, &w->lim) &&
 		    w->rec.rest_at > at && w->d.retry_after < DURATION_MAX) {

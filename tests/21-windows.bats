@@ -289,6 +289,18 @@ expect() {
 		[ "$status" -eq 0 ] || { echo "$a: $stderr"; return 1; }
 		[ "$(field remaining "$output")" = 2 ]
 	done
+	# but a state the clock moved is saved converted by the refusal (its
+	# rest is then the converted one's): consume and check agree on it
+	T=1700000000
+	at $T consume m --algorithm fixed-window --limit 3/60s --cost 3
+	run at $((T - 1000)) consume m --algorithm fixed-window --limit 3/60s
+	[ "$status" -eq 1 ]
+	run --separate-stderr at $((T + 30)) consume m --algorithm fixed-window --limit 3/120s --format json
+	[ "$(field retry_after "$output")" = 90 ] || { echo "$output"; return 1; }
+	run --separate-stderr at $((T + 30)) check m --algorithm fixed-window --limit 3/120s --format json
+	[ "$(field retry_after "$output")" = 90 ] || { echo "$output"; return 1; }
+	run at $((T + 119)) consume m --algorithm fixed-window --limit 3/120s
+	[ "$status" -eq 1 ]
 }
 
 @test "a key used with another algorithm starts afresh; new parameters convert" {
