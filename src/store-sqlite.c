@@ -1016,7 +1016,15 @@ guarded_open(const char *path, int flags, int mode)
 			    "an unfinished transaction in its -journal "
 			    "file), not a throttle state file; it was left "
 			    "untouched");
-	} else if (geteuid() == 0 &&
+	} else if (sb.st_mode & S_IWOTH)
+		/* any user: SQLite makes them with the state file's mode,
+		 * which is not o+w (that is refused above): another user's */
+		return refuse_fd(fd, EACCES,
+		    "its %s file can be written by every user (owner %ld, "
+		    "mode %04o), who could lift its limits and lockouts; "
+		    "remove it if no throttle is running",
+		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+	else if (geteuid() == 0 &&
 	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
 		return refuse_fd(fd, EACCES,
 		    "its %s file is owned by user %ld (mode %04o), not only "

@@ -637,6 +637,18 @@ time.sleep(30)' s.db-shm held 3>&- &
 	"${UNPRIV[@]}" chmod o-w "$U/used.db"
 	run t consume k --limit 1/1m --db "$U/used.db"
 	[ "$status" -eq 1 ]
+	# its -wal or -shm made writable by all (left 0666 by another user
+	# before the file was made, or chmod-ed): another user could empty
+	# the -wal and so lift the limit; refused too
+	for side in -wal -shm; do
+		"${UNPRIV[@]}" chmod 666 "$U/used.db$side"
+		run --separate-stderr t consume k --limit 1/1m --db "$U/used.db"
+		[ "$status" -eq 3 ] || { echo "$side: $status $stderr"; return 1; }
+		[[ "$stderr" == *"used.db: its $side file can be written by every user"* ]] || { echo "$stderr"; return 1; }
+		"${UNPRIV[@]}" chmod 644 "$U/used.db$side"
+	done
+	run t consume k --limit 1/1m --db "$U/used.db"
+	[ "$status" -eq 1 ]
 }
 
 @test "a state file in a folder reached through a symbolic link is used; a link to the file is not" {
