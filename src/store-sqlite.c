@@ -299,6 +299,7 @@ struct sq {
 		       closing any descriptor of a file drops the process's
 		       POSIX locks on it, SQLite's included */
 	int has_turn;
+	int turn_passed; /* this transaction went on without the turn */
 	int guarded; /* guarded_open() refused a file this transaction */
 	int ours; /* a transaction found the file throttle's own */
 	uint32_t page_size; /* the file's, once open: 0 if unknown */
@@ -1420,7 +1421,11 @@ busy_wait(void *arg, int count)
 
 	if (now >= sq->deadline)
 		return 0;
-	step = count < 6 ? INT64_C(20) << count : 1000;
+	/* 20us doubling to 1ms; to 10ms for a caller that went on
+	 * without the turn (TURN_PASSED), which may wait long among many */
+	step = count < 10 ? INT64_C(20) << count : 10000;
+	if (step > (sq->turn_passed ? 10000 : 1000))
+		step = sq->turn_passed ? 10000 : 1000;
 	step = step / 2 + (int64_t)(busy_jitter(sq) % (uint64_t)step);
 	if (step > sq->deadline - now)
 		step = sq->deadline - now;
@@ -1682,6 +1687,7 @@ turn_take(struct sq *sq)
 {
 	int queue, r;
 
+	sq->turn_passed = 0;
 	if (sq->turnfd < 0 || sq->has_turn)
 		return 0;
 	/* while others wait, go to the end of the line */
@@ -1699,8 +1705,10 @@ turn_take(struct sq *sq)
 		sq->has_turn = 1;
 		return 0;
 	}
-	if (r == TURN_PASSED)
+	if (r == TURN_PASSED) {
+		sq->turn_passed = 1;
 		return 0; /* SQLite's lock alone, polled (busy_wait()) */
+	}
 	if (errno != EAGAIN && errno != EACCES)
 		return 0;
 	locked_err(sq);
