@@ -3273,6 +3273,20 @@ tidy_all(void *p, unsigned mask, int64_t now, int64_t limit, int64_t *counts)
 	return r == -1 ? -1 : 0;
 }
 
+/* Whether n bytes of s hold a % not followed by two hex digits. */
+static int
+bad_escape(const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (s[i] == '%' &&
+		    (i + 2 >= n || !isxdigit((unsigned char)s[i + 1]) ||
+			!isxdigit((unsigned char)s[i + 2])))
+			return 1;
+	return 0;
+}
+
 /* A %XX-decoded copy of n bytes of s into buf (len > n); -1 if bad. */
 static int
 unescape(const char *s, size_t n, char *buf, size_t len)
@@ -3890,10 +3904,10 @@ parse_option(const char *p, size_t n, struct redis_url *u, const char **why)
 	if (strncmp(p, "prefix=", 7) == 0) {
 		if (unescape(p + 7, n - 7, u->prefix, sizeof(u->prefix)) ==
 		    -1) {
-			*why = n - 7 >= sizeof(u->prefix)
-			    ? "the prefix is too long"
-			    : "the prefix has a bad %XX escape (a % is "
-			      "written %25)";
+			*why = bad_escape(p + 7, n - 7)
+			    ? "the prefix has a bad %XX escape (a % is "
+			      "written %25)"
+			    : "the prefix is too long";
 			return -1;
 		}
 		return 0;
