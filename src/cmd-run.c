@@ -542,6 +542,24 @@ charge(struct ctx *c, const struct args *a, struct keywork *kw,
 	return CHARGE_DONE;
 }
 
+/*
+ * Become COMMAND, with the caller's SIGPIPE and scheduler slice; if that
+ * fails, say why (and what, such as a refund) and return errno.
+ */
+static int
+become(const struct args *a, const char *what)
+{
+	int err;
+
+	fflush(NULL);
+	signal(SIGPIPE, SIG_DFL);
+	slice_default();
+	err = exec_command(a->command);
+	signal(SIGPIPE, SIG_IGN);
+	log_msg("run: %s: %s%s", a->command[0], strerror(err), what);
+	return err;
+}
+
 /* --limit: consume, then become the command (or give the unit back). */
 static void
 run_limited(struct ctx *c, const struct args *a, struct answer *ans)
@@ -553,13 +571,8 @@ run_limited(struct ctx *c, const struct args *a, struct answer *ans)
 		keystate_free(&k);
 		return;
 	}
-	fflush(NULL);
-	signal(SIGPIPE, SIG_DFL);
-	slice_default();
-	err = exec_command(a->command);
-	signal(SIGPIPE, SIG_IGN);
-	log_msg("run: %s: %s%s", a->command[0], strerror(err),
-	    charged == CHARGE_DONE ? "; its unit is given back" : "");
+	err =
+	    become(a, charged == CHARGE_DONE ? "; its unit is given back" : "");
 	if (charged == CHARGE_DONE)
 		rate_refund(c, a, &k);
 	keystate_free(&k);
@@ -731,18 +744,10 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 static void
 run_without_policy(struct ctx *c, const struct args *a, struct answer *ans)
 {
-	int err;
-
 	answer_state(ans, c->policy_err);
 	if (store_failed(c, a, ans) != EXIT_ALLOWED)
 		return;
-	fflush(NULL);
-	signal(SIGPIPE, SIG_DFL);
-	slice_default();
-	err = exec_command(a->command);
-	signal(SIGPIPE, SIG_IGN);
-	log_msg("run: %s: %s", a->command[0], strerror(err));
-	ans->rc = cannot_run(err);
+	ans->rc = cannot_run(become(a, ""));
 }
 
 static void
