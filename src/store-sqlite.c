@@ -2734,11 +2734,6 @@ sq_tidy(void *p, unsigned mask, int64_t now, int64_t limit, const char *near,
 }
 
 /*
- * SQLite's check of every page (quick: quick_check, which skips the
- * indexes' agreement with their tables): 0 if it says ok, else -1 and the
- * first problems it found.
- */
-/*
  * The -wal's checksums (SQLite's WAL format): pairs of 32-bit words, in
  * the byte order the magic number's low bit names, summed into s[] over n
  * bytes (a multiple of 8).
@@ -2846,6 +2841,11 @@ done:
 	return *lost > 0;
 }
 
+/*
+ * SQLite's check of every page (quick: quick_check, which skips the
+ * indexes' agreement with their tables), then of the -wal's frames
+ * (wal_damaged()): 0 if all is well, else -1 and the first problems found.
+ */
 static int
 sq_verify(void *p, int quick)
 {
