@@ -125,17 +125,30 @@ policy_spec(const struct args *a, char *buf, size_t len, const char **why)
 			       "of a policy";
 			return -1;
 		}
-		if (v == NULL || strpbrk(v, " \t\n") != NULL) {
+		/* a limit's blanks (around each of several) mean nothing:
+		 * left out, as the value is kept as one word */
+		if (v == NULL ||
+		    (strcmp(name, "limit") != 0 &&
+			strpbrk(v, " \t\n") != NULL)) {
 			*why = "a value has a space; policy values cannot";
 			return -1;
 		}
-		w = snprintf(buf + n, len - n, "%s--%s %s", n ? " " : "", name,
-		    v);
+		w = snprintf(buf + n, len - n, "%s--%s ", n ? " " : "", name);
 		if (w < 0 || (size_t)w >= len - n) {
 			*why = "the options are too long";
 			return -1;
 		}
 		n += (size_t)w;
+		for (; *v != '\0'; v++) {
+			if (*v == ' ' || *v == '\t' || *v == '\n')
+				continue;
+			if (n + 1 >= len) {
+				*why = "the options are too long";
+				return -1;
+			}
+			buf[n++] = *v;
+		}
+		buf[n] = '\0';
 	}
 	if (n == 0) {
 		*why = "give the options the policy holds, as in --limit 5/15m";

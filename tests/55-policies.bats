@@ -21,6 +21,20 @@ load lib
 	[ "$status" -eq 1 ]
 }
 
+@test "policy set keeps a compound limit written with blanks, as --limit takes it" {
+	run "$THROTTLE" policy set api --limit ' 2/1h;	3/1d ' --lockout 1m
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" policy show api
+	[ "$output" = "api --limit 2/1h;3/1d --lockout 1m" ]
+	run "$THROTTLE" consume api:x
+	[ "$status" -eq 0 ]
+	run "$THROTTLE" --format json check api:x --cost 0
+	[[ "$output" == *'"limits":[{"limit":2,"period":3600,'*'{"limit":3,"period":86400,'* ]]
+	run "$THROTTLE" policy set api --limit '2/1h; 3/1d' --ttl '5 s'
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"--ttl"* ]]
+}
+
 @test "policy set validates what it stores" {
 	run "$THROTTLE" policy set bad --limit 5/0s
 	[ "$status" -eq 2 ]
