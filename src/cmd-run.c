@@ -776,6 +776,15 @@ run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 						    : "reserve");
 		return;
 	}
+	/* rate options, with no rate: a slot costs one and locks none out */
+	if (a->nlimits == 0 &&
+	    (args_given(a, "cost") || args_given(a, "lockout"))) {
+		answer_usage(ans,
+		    "run: --%s goes with --limit (a rate); give the limit "
+		    "too, or leave it out",
+		    args_given(a, "cost") ? "cost" : "lockout");
+		return;
+	}
 	if (a->has_concurrency)
 		run_slotted(c, a, ans);
 	else

@@ -374,6 +374,16 @@ wait_gone() {
 		[ "$status" -eq 2 ]
 		[ "$output" = "throttle: run: ${o%% *} applies to the slot --concurrency takes; give --concurrency N too, or leave it out" ] || { echo "$output"; return 1; }
 	done
+	# rate options with no rate: said, not ignored (a slot costs one
+	# and locks no one out)
+	for o in "--cost 5" "--lockout 1m"; do
+		run "$THROTTLE" run k --concurrency 1 $o -- echo ran
+		[ "$status" -eq 2 ]
+		[ "$output" = "throttle: run: ${o%% *} goes with --limit (a rate); give the limit too, or leave it out" ] || { echo "$output"; return 1; }
+	done
+	run "$THROTTLE" run k --concurrency 1 --limit 5/1m --cost 2 --lockout 1m -- echo ran
+	[ "$status" -eq 0 ]
+	[ "$output" = ran ]
 	# a policy's --ttl is there for acquire: run with its limit runs
 	at 1 policy set jobs --limit 5/1m --ttl 10m
 	run at 1 run jobs:x -- echo hi
