@@ -51,7 +51,10 @@ acquire_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    0);
 	else {
 		rec_secs(r, "retry_after",
-		    seen.soonest ? seen.soonest - c->now : -1, 0);
+		    seen.soonest && concurrency_possible(a)
+			? seen.soonest - c->now
+			: -1,
+		    0);
 		concurrency_refused(a, &seen, NULL, ans);
 		ans->rc = EXIT_REFUSED;
 	}

@@ -129,6 +129,23 @@ concurrency_check(const struct args *a, const char *cmd, struct answer *ans)
 static void
 held_line(const struct args *, const struct slots_seen *, char *, size_t);
 
+/* The slots --reserve keeps for critical work. */
+static int64_t
+reserve_of(const struct args *a)
+{
+	return a->has_reserve
+	    ? lease_reserve(a->concurrency, a->reserve, a->reserve_percent)
+	    : 0;
+}
+
+/* Whether a's request could ever take a slot: not when --reserve keeps
+ * every one from its priority. */
+int
+concurrency_possible(const struct args *a)
+{
+	return lease_admit(0, a->concurrency, reserve_of(a), a->priority);
+}
+
 struct take {
 	const struct args *a;
 	const struct lease *who;
@@ -146,9 +163,7 @@ take_body(struct ctx *c, void *arg, struct answer *ans)
 	const struct args *a = t->a;
 	struct lease *l = t->l;
 	struct host me;
-	int64_t reserve = a->has_reserve
-	    ? lease_reserve(a->concurrency, a->reserve, a->reserve_percent)
-	    : 0;
+	int64_t reserve = reserve_of(a);
 
 	t->taken = t->gone = 0;
 	if (ctx_now(c, ans) == -1)
@@ -217,7 +232,8 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 
 	for (;;) {
 		taken = concurrency_take(c, a, who, ttl, l, seen, ans);
-		if (taken != 0 || !a->has_wait)
+		/* a request no slot is ever free for fails at once */
+		if (taken != 0 || !a->has_wait || !concurrency_possible(a))
 			return taken;
 		waited = clock_monotonic() - mono0;
 		if (a->wait_max >= 0 && waited >= a->wait_max)
@@ -313,15 +329,24 @@ concurrency_refused(const struct args *a, const struct slots_seen *s,
 {
 	char what[HOST_MAX + 256], retry[48], t[32], tail[256];
 
+	tail[0] = 0;
+	if (cmd != NULL)
+		snprintf(tail, sizeof(tail), "; not running %.200s", cmd);
+	if (!concurrency_possible(a)) {
+		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+		    " keeps all %lld of its slots for critical work "
+		    "(--reserve), so %s work never takes one; give "
+		    "--priority critical, or a smaller --reserve%s",
+		    (long long)a->concurrency, priority_name(a->priority),
+		    tail);
+		return;
+	}
 	held_line(a, s, what, sizeof(what));
 	if (s->soonest > s->now) {
 		output_human(t, sizeof(t), s->soonest - s->now);
 		snprintf(retry, sizeof(retry), "retry in %s", t);
 	} else
 		snprintf(retry, sizeof(retry), "retry later");
-	tail[0] = 0;
-	if (cmd != NULL)
-		snprintf(tail, sizeof(tail), "; not running %.200s", cmd);
 	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s, %s%s", what,
 	    retry, tail);
 }

@@ -229,6 +229,19 @@ load lib
 	[ "$status" -eq 0 ]
 	run "$THROTTLE" acquire p --concurrency 2 --reserve 2 --priority critical
 	[ "$status" -eq 1 ]
+	# work that no slot is ever kept for is refused at once, --wait or
+	# not, and told so (never: retry_after null)
+	for w in "" --wait "--wait 1h"; do
+		run timeout 20 "$THROTTLE" acquire n --concurrency 2 --reserve 100% --priority high $w
+		[ "$status" -eq 1 ] || { echo "$w: $status $output"; return 1; }
+		[ "$output" = "throttle: n keeps all 2 of its slots for critical work (--reserve), so high work never takes one; give --priority critical, or a smaller --reserve" ]
+	done
+	run --separate-stderr timeout 20 "$THROTTLE" --format json acquire p --concurrency 2 --reserve 2 --wait
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"p","allowed":false,"active":2,"limit":2,"retry_after":null}' ]
+	run timeout 20 "$THROTTLE" run n --concurrency 2 --reserve 2 --wait -- echo ran
+	[ "$status" -eq 75 ]
+	[ "$output" = "throttle: n keeps all 2 of its slots for critical work (--reserve), so normal work never takes one; give --priority critical, or a smaller --reserve; not running echo" ]
 	run "$THROTTLE" acquire o --concurrency 2 --owner 0
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--owner: '0' is not a process id"* ]]
