@@ -41,7 +41,8 @@ expiry(const struct limit *l, int64_t index, int64_t now)
 {
 	i128 t = ((i128)index + width(l)) * l->granularity - now;
 
-	return t < 0 ? 0 : (int64_t)t;
+	/* (past INT64_MAX only for a unit converted near the last time) */
+	return t < 0 ? 0 : t > INT64_MAX ? INT64_MAX : (int64_t)t;
 }
 
 /* Copy the sub-windows still counting at now into next; their total. */
@@ -144,10 +145,13 @@ sliding_convert(const struct limit *old, const struct limit *new,
 		if (old->granularity == new->granularity)
 			index = s->slots[i].index;
 		else
-			index = (int64_t)(((i128)s->slots[i].index + 1) *
-					old->granularity -
-				    1) /
-			    new->granularity;
+			index = (int64_t)((((i128)s->slots[i].index + 1) *
+						  old->granularity -
+					      1) /
+			    new->granularity);
+		if (index > (TIME_MAX + DURATION_MAX) / new->granularity)
+			/* past the last time a state may hold (valid()) */
+			index = (TIME_MAX + DURATION_MAX) / new->granularity;
 		last = next->nslots ? &next->slots[next->nslots - 1] : NULL;
 		if (last != NULL && last->index >= index)
 			last->count += s->slots[i].count;

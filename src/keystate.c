@@ -375,6 +375,7 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
     struct answer *a)
 {
 	struct keyrec rec;
+	i128 rest;
 	int i;
 
 	for (i = 0; i < k->n; i++) {
@@ -395,7 +396,10 @@ keystate_save(struct ctx *c, struct keywork *k, int how, int64_t at,
 		 * forget it while the clock is back, and a step forward
 		 * then find the key afresh) */
 		rec.ahead = k->w[i].ahead;
-		rec.rest_at = at + k->w[i].d.reset_after + rec.ahead;
+		rest = (i128)at + k->w[i].d.reset_after + rec.ahead;
+		/* (a unit converted to a limit near the longest duration
+		 * can rest past the last time: kept, never to be at rest) */
+		rec.rest_at = rest > INT64_MAX ? INT64_MAX : (int64_t)rest;
 		rec.written_at = c->now;
 		if (store_save(c->store, &rec) == -1)
 			return ctx_fail(c, a);

@@ -424,3 +424,25 @@ expect() {
 		[[ "$output" != *lockout* ]] || { echo "$algo: $output"; return 1; }
 	done
 }
+
+@test "sliding-window: units converted between granularities near the longest duration stay readable" {
+	# a unit's sub-window moved to a finer granularity past the last
+	# time a state may hold was saved, and then every command on the
+	# file (gc, verify, inspect) refused it as out of range
+	local L=9223372036854775807 G=4611686018427s
+	at 0 consume other --limit 5/1s
+	at 0 consume sw --algorithm sliding-window --limit "$L/$G" --granularity "$G" --cost 3
+	at 1 consume sw --algorithm sliding-window --limit 100000/100s --granularity 7s --cost 3
+	at 1 consume sw --algorithm sliding-window --limit "$L/$G" --granularity "$G" --cost 3
+	run at 100 consume sw --algorithm sliding-window --limit "$L/100s" --granularity 1ms --cost 3
+	[ "$status" -eq 0 ]
+	run at 100 consume sw --algorithm sliding-window --limit "$L/100s" --granularity 1ms --cost 3
+	[ "$status" -eq 0 ]
+	for c in verify inspect gc; do
+		run at 100 "$c"
+		[ "$status" -eq 0 ] || { echo "$c: $output"; return 1; }
+	done
+	run at 100 inspect sw
+	[ "$status" -eq 0 ]
+	[[ "$output" == *" 9223372036854775792 - never "* ]] || { echo "$output"; return 1; }
+}
