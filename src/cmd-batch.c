@@ -472,13 +472,12 @@ request(const struct ctx *base, char *line, long lineno, struct group *g,
 	if (ans.msg_kind == MSG_STATE)
 		rc = ctx_fail_answer(&c, &a, &ans);
 	if (ans.nrec == 0)
-		/* (a note on a request that succeeded, such as a reset in a
-		 * file not there, is no error: said on stderr only) */
+		/* only a request not decided has an error: a note on one
+		 * that was (a reset in a file not there, a key with no state,
+		 * a lease not held) is said on stderr only, and its answer
+		 * is the command's own {"key":...} */
 		reply_error(g, a.key ? a.key : "", a.keylen,
-		    ans.msg_kind != MSG_NONE &&
-			    !(rc == EXIT_ALLOWED &&
-				(ans.msg_kind == MSG_INFO ||
-				    ans.msg_kind == MSG_NOTICE))
+		    ans.msg_kind == MSG_USAGE || ans.msg_kind == MSG_STATE
 			? ans.msg
 			: NULL,
 		    rc);
