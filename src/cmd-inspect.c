@@ -620,9 +620,11 @@ inspect_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	struct look l;
 
 	if (a->key == NULL && c->format == FORMAT_SHELL) {
+		/* (the format may be THROTTLE_FORMAT's: name the one given) */
 		answer_usage(ans,
-		    "inspect: --format shell shows one key; give a key, or "
-		    "use --format json for all of them");
+		    "inspect: %s shows one key; give a key, or use "
+		    "--format json for all of them",
+		    a->has_format ? "--format shell" : "THROTTLE_FORMAT=shell");
 		return;
 	}
 	if (a->names && a->locked) {

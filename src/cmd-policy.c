@@ -95,9 +95,10 @@ policy_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		if (c->format == FORMAT_SHELL && !c->batch) {
 			/* one NAME= per policy: eval would keep the last */
 			answer_usage(ans,
-			    "policy list: --format shell shows one policy; "
-			    "use policy show NAME, or --format json for all "
-			    "of them");
+			    "policy list: %s shows one policy; use policy "
+			    "show NAME, or --format json for all of them",
+			    a->has_format ? "--format shell"
+					  : "THROTTLE_FORMAT=shell");
 			return;
 		}
 	} else if (strcmp(sub, "set") == 0 || strcmp(sub, "show") == 0 ||

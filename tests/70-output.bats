@@ -137,6 +137,16 @@ THROTTLE_LEASES=0" ]
 	[ "$(field remaining "$output")" = 1 ]
 	run --separate-stderr env THROTTLE_FORMAT=json THROTTLE_NOW=1 "$THROTTLE" consume k --limit 2/1s --format shell
 	[[ "$output" == THROTTLE_KEY=* ]]
+	# a format that cannot show every key names where it came from: an
+	# option the user did not give is not blamed
+	run env THROTTLE_FORMAT=shell "$THROTTLE" inspect
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: inspect: THROTTLE_FORMAT=shell shows one key; give a key, or use --format json for all of them" ]
+	run env THROTTLE_FORMAT=shell "$THROTTLE" policy list
+	[ "$status" -eq 2 ]
+	[[ "$output" == "throttle: policy list: THROTTLE_FORMAT=shell shows one policy;"* ]]
+	run "$THROTTLE" inspect --format shell
+	[[ "$output" == "throttle: inspect: --format shell shows one key;"* ]]
 }
 
 @test "hostile keys cannot break json, shell or the terminal" {
