@@ -412,6 +412,31 @@ may_write(struct sq *sq)
 	return 0;
 }
 
+/*
+ * A state file not there is made in its folder: 0 if this user may, else
+ * -1 with the error set (SQLite would say only "unable to open database
+ * file").  A folder that cannot be checked is left to the open.
+ */
+static int
+folder_writable(struct sq *sq)
+{
+	char dir[PATH_MAX];
+
+	dir_of(sq->path, dir, sizeof(dir));
+	if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0 ||
+	    (errno != EACCES && errno != EPERM && errno != EROFS))
+		return 0;
+	if (errno == EROFS)
+		readonly_fs_err(sq);
+	else
+		set_err(sq,
+		    "cannot be created: its folder %s cannot be written by "
+		    "this user (permission denied); give a file in a folder "
+		    "you can write, or let this user write that one",
+		    dir);
+	return -1;
+}
+
 static void
 full_err(struct sq *sq)
 {
@@ -2130,7 +2155,8 @@ again:
 			sq->missing = 1; /* nothing to read, nothing made */
 			return sq;
 		}
-		if (strict_modes(sq) == -1 || make_parents(sq) == -1)
+		if (strict_modes(sq) == -1 || make_parents(sq) == -1 ||
+		    folder_writable(sq) == -1)
 			goto fail;
 		fresh = 1;
 	} else if (S_ISLNK(sb.st_mode)) {

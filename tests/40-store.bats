@@ -759,6 +759,12 @@ time.sleep(30)' s.db-shm held 3>&- &
 	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/sub/state.db"
 	[ "$status" -eq 3 ]
 	[[ "$output" == *"cannot create the folder $TMP/u/ro/sub: Permission denied"* ]]
+	# a folder there that this user cannot write: said so, not
+	# SQLite's "unable to open database file"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/state.db"
+	[ "$status" -eq 3 ]
+	[ "$output" = "throttle: $TMP/u/ro/state.db: cannot be created: its folder $TMP/u/ro cannot be written by this user (permission denied); give a file in a folder you can write, or let this user write that one" ]
+	[ ! -e "$TMP/u/ro/state.db" ]
 }
 
 @test "--on-error maps a store error to allow (0) or deny (1), still warning" {
