@@ -78,7 +78,7 @@ ctx_init(struct ctx *c, const struct args *a, struct answer *ans)
 	if (c->db == NULL) {
 		c->dbbuf = xmalloc(DBPATH_MAX);
 		if (store_default_path(c->dbbuf, DBPATH_MAX, &err) == -1)
-			return answer_usage(ans, "--db: %s", err);
+			return answer_usage(ans, "%s", err);
 		c->db = c->dbbuf;
 	}
 	if (store_check_spec(c->db, &err) == -1) {

@@ -638,6 +638,31 @@ rows_done(struct sq *sq, sqlite3_stmt *stmt, int rc, int ret, const char *what)
 	return ret;
 }
 
+/* The path goes through a file (ENOTDIR): name it. */
+static void
+not_a_folder(struct sq *sq)
+{
+	char dir[PATH_MAX];
+	struct stat sb;
+	char *slash;
+
+	snprintf(dir, sizeof(dir), "%s", sq->path);
+	while ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
+		*slash = '\0';
+		if (stat(dir, &sb) == 0) {
+			if (!S_ISDIR(sb.st_mode)) {
+				set_err(sq,
+				    "cannot be checked: %s on its path is not "
+				    "a folder; give a file in a folder",
+				    dir);
+				return;
+			}
+			break;
+		}
+	}
+	set_err(sq, "cannot be checked: %s", strerror(ENOTDIR));
+}
+
 /* Create the folders above path that do not exist yet, mode 0700. */
 static int
 make_parents(struct sq *sq)
@@ -663,8 +688,10 @@ make_parents(struct sq *sq)
 
 		*p = '\0';
 		if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-			set_err(sq, "cannot create the folder %s: %s", dir,
-			    strerror(errno));
+			set_err(sq,
+			    "cannot create the folder %s: %s; give a file in "
+			    "a folder you can write",
+			    dir, strerror(errno));
 			return -1;
 		}
 		if (stat(dir, &sb) == -1 || !S_ISDIR(sb.st_mode)) {
@@ -2147,6 +2174,10 @@ sq_open(const char *path, int64_t lock_timeout, int oflags, char *err,
 again:
 	fresh = 0;
 	if (lstat(path, &sb) == -1) {
+		if (errno == ENOTDIR) {
+			not_a_folder(sq);
+			goto fail;
+		}
 		if (errno != ENOENT) {
 			set_err(sq, "cannot be checked: %s", strerror(errno));
 			goto fail;

@@ -1512,29 +1512,45 @@ user_entry(uid_t uid)
 int
 store_default_path(char *buf, size_t len, const char **errstr)
 {
-	const char *base, *home;
+	const char *base, *home, *from = "HOME";
 	struct passwd *pw;
+	size_t b;
 	int n;
 
 	if (geteuid() == 0)
 		n = snprintf(buf, len, "/var/lib/throttle/state.db");
-	else if ((base = getenv("XDG_STATE_HOME")) != NULL && base[0] == '/')
-		n = snprintf(buf, len, "%s/throttle/state.db", base);
-	else {
+	else if ((base = getenv("XDG_STATE_HOME")) != NULL && base[0] == '/') {
+		from = "XDG_STATE_HOME";
+		/* (no "//": a folder's trailing slashes left out) */
+		for (b = strlen(base); b > 0 && base[b - 1] == '/'; b--)
+			;
+		n = snprintf(buf, len, "%.*s/throttle/state.db", (int)b, base);
+	} else {
 		home = getenv("HOME");
 		if ((home == NULL || home[0] != '/') &&
-		    (pw = user_entry(geteuid())) != NULL)
+		    (pw = user_entry(geteuid())) != NULL) {
 			home = pw->pw_dir;
+			from = "the home folder in the user database";
+		}
 		if (home == NULL || home[0] != '/') {
 			*errstr = "no home folder to keep state in; give --db "
 				  "or set THROTTLE_DB";
 			return -1;
 		}
-		n = snprintf(buf, len, "%s/.local/state/throttle/state.db",
-		    home);
+		for (b = strlen(home); b > 0 && home[b - 1] == '/'; b--)
+			;
+		n = snprintf(buf, len, "%.*s/.local/state/throttle/state.db",
+		    (int)b, home);
 	}
 	if (n < 0 || (size_t)n >= len) {
-		*errstr = "the default state file path is too long; give --db";
+		*errstr = strcmp(from, "HOME") == 0
+		    ? "the default state file under HOME would have too long "
+		      "a path; give --db or set THROTTLE_DB"
+		    : strcmp(from, "XDG_STATE_HOME") == 0
+		    ? "the default state file under XDG_STATE_HOME would "
+		      "have too long a path; give --db or set THROTTLE_DB"
+		    : "the default state file under the home folder would "
+		      "have too long a path; give --db or set THROTTLE_DB";
 		return -1;
 	}
 	return 0;

@@ -39,6 +39,21 @@ unchanged() {
 	# a relative XDG_STATE_HOME is ignored, as the XDG spec says
 	run env HOME="$TMP/u/home2" XDG_STATE_HOME=rel THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
 	[ -f "$TMP/u/home2/.local/state/throttle/state.db" ]
+	# a folder's trailing slashes make no "//" in what is said
+	run env HOME="$TMP/u/home3//" THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" inspect
+	[ "$output" = "throttle: $TMP/u/home3/.local/state/throttle/state.db: does not exist: no decision has been stored in it yet (check --db or THROTTLE_DB)" ]
+	# an XDG_STATE_HOME that is a file is named, not "Not a directory"
+	touch "$TMP/u/afile"
+	run env XDG_STATE_HOME="$TMP/u/afile" THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
+	[ "$status" -eq 3 ]
+	[ "$output" = "throttle: $TMP/u/afile/throttle/state.db: cannot be checked: $TMP/u/afile on its path is not a folder; give a file in a folder" ]
+	# a path too long is blamed on the variable it came from, not --db
+	long=$TMP/u/$(printf 'a%.0s' $(seq 5000))
+	run env HOME="$long" "${UNPRIV[@]}" "$UTHROTTLE" inspect
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: the default state file under HOME would have too long a path; give --db or set THROTTLE_DB" ]
+	run env XDG_STATE_HOME="$long" "${UNPRIV[@]}" "$UTHROTTLE" inspect
+	[ "$output" = "throttle: the default state file under XDG_STATE_HOME would have too long a path; give --db or set THROTTLE_DB" ]
 }
 
 @test "without HOME, the home folder is the password file's; a user not in it is told to give --db" {
@@ -53,7 +68,7 @@ unchanged() {
 	done
 	run -2 --separate-stderr setpriv --reuid="$uid" --regid="$uid" --clear-groups -- \
 	    env -u HOME -u XDG_STATE_HOME THROTTLE_NOW=1 "$UTHROTTLE" consume k --limit 1/1s
-	[ "$stderr" = "throttle: --db: no home folder to keep state in; give --db or set THROTTLE_DB" ]
+	[ "$stderr" = "throttle: no home folder to keep state in; give --db or set THROTTLE_DB" ]
 	# nobody is in it: its home folder is the one used
 	home=$(awk -F: '$3 == 65534 { print $6; exit }' /etc/passwd)
 	[ -n "$home" ] || skip "no user 65534 in /etc/passwd"
