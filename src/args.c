@@ -671,9 +671,13 @@ option_at(struct args *a, const char *arg, const char **v)
 
 	*v = NULL;
 	if (arg[1] != '-') {
+		/* (a key that begins with a dash, most likely) */
 		if (arg[2] != '\0' || (d = find_short(arg[1])) == NULL)
 			usage_error(a,
-			    "%s: unknown option; see throttle --help", arg);
+			    "%s: unknown option; see throttle --help (a key "
+			    "that begins with a dash goes after '--', which "
+			    "ends the options)",
+			    arg);
 		return arg[2] != '\0' ? NULL : d;
 	}
 	eq = strchr(arg + 2, '=');

@@ -299,6 +299,12 @@ load lib
 	run "$THROTTLE" consume k --limit 1/1s --frob
 	[ "$status" -eq 2 ]
 	[[ "$output" == "throttle: --frob: unknown option"* ]]
+	# a key that begins with a dash, taken for an option: where it goes
+	run "$THROTTLE" consume -k --limit 1/1s
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: -k: unknown option; see throttle --help (a key that begins with a dash goes after '--', which ends the options)" ]
+	run at 1 consume --limit 1/1s --db "$TMP/dash.db" -- -k
+	[ "$status" -eq 0 ]
 	run "$THROTTLE" consume k
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"no limit for this key"*"--limit"* ]]
