@@ -50,11 +50,19 @@ acquire_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		rec_secs(r, "expires_after", lease_expires_after(&l, c->now),
 		    0);
 	else {
-		rec_secs(r, "retry_after",
-		    seen.soonest && concurrency_possible(a)
-			? seen.soonest - c->now
-			: -1,
-		    0);
+		if (concurrency_locked(&seen)) {
+			rec_secs(r, "retry_after",
+			    seen.lk.until == LOCKOUT_NEVER
+				? -1
+				: seen.lk.until - c->now,
+			    0);
+			keystate_lockout(ans, r, &seen.lk, c->now);
+		} else
+			rec_secs(r, "retry_after",
+			    seen.soonest && concurrency_possible(a)
+				? seen.soonest - c->now
+				: -1,
+			    0);
 		concurrency_refused(a, &seen, NULL, ans);
 		ans->rc = EXIT_REFUSED;
 	}

@@ -138,6 +138,13 @@ reserve_of(const struct args *a)
 	    : 0;
 }
 
+/* Whether the key was locked out when its slots were counted. */
+int
+concurrency_locked(const struct slots_seen *s)
+{
+	return s->lk.until > s->now;
+}
+
 /* Whether a's request could ever take a slot: not when --reserve keeps
  * every one from its priority. */
 int
@@ -168,9 +175,15 @@ take_body(struct ctx *c, void *arg, struct answer *ans)
 	t->taken = t->gone = 0;
 	if (ctx_now(c, ans) == -1)
 		return -1;
-	if (concurrency_scan(c, a->key, a->keylen, 1, NULL, t->seen) == -1)
+	if (concurrency_scan(c, a->key, a->keylen, 1, NULL, t->seen) == -1 ||
+	    store_lockout_get(c->store, a->key, a->keylen, &t->seen->lk) == -1)
 		return ctx_fail(c, ans);
-	if (!lease_admit(t->seen->active, a->concurrency, reserve, a->priority))
+	/* a key locked out refuses every request, a slot's too: as a
+	 * decision reads the lockout now (not saved: the key's next
+	 * decision moves it as well) */
+	lockout_carry(&t->seen->lk, c->now);
+	if (concurrency_locked(t->seen) ||
+	    !lease_admit(t->seen->active, a->concurrency, reserve, a->priority))
 		return 0;
 	host_self(&me);
 	memset(l, 0, sizeof(*l));
@@ -232,8 +245,10 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 
 	for (;;) {
 		taken = concurrency_take(c, a, who, ttl, l, seen, ans);
-		/* a request no slot is ever free for fails at once */
-		if (taken != 0 || !a->has_wait || !concurrency_possible(a))
+		/* a request no slot is ever free for fails at once, and a
+		 * lockout is not waited out (as a rate's is not) */
+		if (taken != 0 || !a->has_wait || !concurrency_possible(a) ||
+		    concurrency_locked(seen))
 			return taken;
 		waited = clock_monotonic() - mono0;
 		if (a->wait_max >= 0 && waited >= a->wait_max)
@@ -332,6 +347,20 @@ concurrency_refused(const struct args *a, const struct slots_seen *s,
 	tail[0] = 0;
 	if (cmd != NULL)
 		snprintf(tail, sizeof(tail), "; not running %.200s", cmd);
+	if (concurrency_locked(s)) {
+		/* a decision's words for it (rate.c) */
+		if (s->lk.until == LOCKOUT_NEVER)
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " locked out until reset (throttle reset lifts "
+			    "it)%s",
+			    tail);
+		else {
+			output_human(t, sizeof(t), s->lk.until - s->now);
+			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+			    " locked out, retry in %s%s", t, tail);
+		}
+		return;
+	}
 	if (!concurrency_possible(a)) {
 		answer_say_key(ans, MSG_INFO, a->key, a->keylen,
 		    " keeps all %lld of its slots for critical work "

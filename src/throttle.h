@@ -510,11 +510,13 @@ struct slots_seen {
 	int has_oldest; /* oldest: the live lease held longest */
 	struct lease oldest;
 	int64_t now; /* when they were counted */
+	struct lockout lk; /* the key's lockout, when it is locked out */
 };
 int concurrency_scan(struct ctx *, const char *, size_t, int, const char *,
     struct slots_seen *);
 int concurrency_check(const struct args *, const char *, struct answer *);
 int concurrency_possible(const struct args *);
+int concurrency_locked(const struct slots_seen *);
 int concurrency_take(struct ctx *, const struct args *, const struct lease *,
     int64_t, struct lease *, struct slots_seen *, struct answer *);
 int concurrency_wait(struct ctx *, const struct args *, const struct lease *,

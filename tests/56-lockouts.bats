@@ -21,6 +21,21 @@ L=(--limit 3/15m --lockout 10m)
 	[ "$status" -eq 75 ]
 	printf '%s\n' "consume u --limit 3/15m" | at 1400 batch >out
 	[ "$(jget exit <out)" = 1 ]
+	# a slot is a request too: none is taken, --wait or not, and the
+	# job does not run
+	run --separate-stderr at 1400 acquire u --concurrency 5
+	[ "$status" -eq 1 ]
+	[ -z "$output" ]
+	[ "$stderr" = "throttle: u locked out, retry in 3m21s" ]
+	run --separate-stderr timeout 20 env THROTTLE_NOW=1400 "$THROTTLE" --format json acquire u --concurrency 5 --wait
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"key":"u","allowed":false,"active":0,"limit":5,"retry_after":201,"locked_until":1601,"lockout_after":201}' ]
+	run at 1400 run u --concurrency 5 -- echo ran
+	[ "$status" -eq 75 ]
+	[ "$output" = "throttle: u locked out, retry in 3m21s; not running echo" ]
+	# and once it ends, a slot is taken as ever
+	run at 1601 acquire u --concurrency 5
+	[ "$status" -eq 0 ]
 }
 
 @test "lockout: check, consume and inspect show it in every format" {
