@@ -29,19 +29,40 @@ isdigit_c(char c)
 	return c >= '0' && c <= '9';
 }
 
+/* The units' words, read as well ("10/hour;100/day"), never written. */
+static const struct duration_unit unit_words[] = {
+	{ "week", INT64_C(604800000000) },
+	{ "weeks", INT64_C(604800000000) },
+	{ "day", INT64_C(86400000000) },
+	{ "days", INT64_C(86400000000) },
+	{ "hour", INT64_C(3600000000) },
+	{ "hours", INT64_C(3600000000) },
+	{ "min", INT64_C(60000000) },
+	{ "mins", INT64_C(60000000) },
+	{ "minute", INT64_C(60000000) },
+	{ "minutes", INT64_C(60000000) },
+	{ "sec", INT64_C(1000000) },
+	{ "secs", INT64_C(1000000) },
+	{ "second", INT64_C(1000000) },
+	{ "seconds", INT64_C(1000000) },
+	{ NULL, 0 },
+};
+
 /* Read a unit at *sp (the longest name that matches); its size or 0. */
 static int64_t
 read_unit(const char **sp)
 {
+	const struct duration_unit *tables[] = { duration_units, unit_words };
 	const struct duration_unit *u, *best = NULL;
-	size_t n;
+	size_t n, i;
 
-	for (u = duration_units; u->name != NULL; u++) {
-		n = strlen(u->name);
-		if (strncmp(*sp, u->name, n) == 0 &&
-		    (best == NULL || n > strlen(best->name)))
-			best = u;
-	}
+	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
+		for (u = tables[i]; u->name != NULL; u++) {
+			n = strlen(u->name);
+			if (strncmp(*sp, u->name, n) == 0 &&
+			    (best == NULL || n > strlen(best->name)))
+				best = u;
+		}
 	if (best == NULL)
 		return 0;
 	*sp += strlen(best->name);

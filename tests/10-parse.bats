@@ -21,6 +21,24 @@ load lib
 	[ "$(field period "$output")" = 0.25 ]
 }
 
+@test "units may be written as words: '10/hour;100/day', 15min, 2days, 1week" {
+	run at 100 check k --limit '10/hour;100/day' --format json
+	[ "$status" -eq 0 ]
+	[[ "$output" == *'"limits":[{"limit":10,"period":3600,'*'{"limit":100,"period":86400,'* ]]
+	run at 100 check k --limit 5/15min --format json
+	[ "$(field period "$output")" = 900 ]
+	run at 100 check k --limit 3/2days --lockout 1week --format json
+	[ "$(field period "$output")" = 172800 ]
+	# written back in the short units
+	run at 100 check k --limit 5/15minutes
+	[ "$status" -eq 0 ]
+	at 100 consume k --limit 1/1hour30min
+	run at 100 inspect k
+	[[ "$output" == *" 1/1h30m "* ]]
+	run at 100 check k --limit 1/1month
+	[ "$status" -eq 2 ]
+}
+
 @test "bad limits exit 2 naming --limit and the value" {
 	for l in 5 /5s 5/ 0/1s 5/0s -1/1s a/1s 5/1x 5/1m1h 5/1s1s 5/1.s 5/0.0000001s \
 	    18446744073709551615/1ms 1/1000000000w ''; do

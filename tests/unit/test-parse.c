@@ -38,6 +38,18 @@ static const struct {
 	{ "0.000001000000000000000000000000000000000s", 1 },
 	{ "1000000000000.000001s", INT64_C(1000000000000000001) },
 	{ "4596479999999.999999s", INT64_C(4596479999999999999) },
+	/* the units' words, as people write "10/hour;100/day" */
+	{ "hour", 3600 * S },
+	{ "day", 86400 * S },
+	{ "2days", 2 * 86400 * S },
+	{ "1week", 604800 * S },
+	{ "15min", 900 * S },
+	{ "5minutes", 300 * S },
+	{ "1hour30min", 5400 * S },
+	{ "2hours", 7200 * S },
+	{ "90sec", 90 * S },
+	{ "1second", S },
+	{ "3secs", 3 * S },
 };
 
 static const char *const bad_durations[] = {
@@ -68,6 +80,12 @@ static const char *const bad_durations[] = {
 	"ms5",
 	"1mm",
 	"1.5.5s",
+	"1month",
+	"1hr",
+	"1 hour",
+	"1Hour",
+	"1minm",
+	"1mins1min",
 };
 
 static const struct {
