@@ -460,13 +460,23 @@ release(struct ctx *c, const struct args *a, const struct lease *l)
 	answer_free(&ans);
 }
 
+/* Refused, its line said: exit --conflict-exit-code; 0, a quiet skip for
+ * cron, says nothing, as -q (cron mails what a job writes). */
+static void
+refusal_exit(const struct args *a, struct answer *ans)
+{
+	ans->rc = a->conflict_exit_code;
+	if (a->conflict_exit_code == 0 && ans->msg_kind == MSG_INFO)
+		ans->msg_kind = MSG_NONE;
+}
+
 /* Refused: the command does not run; --conflict-exit-code. */
 static void
 refused(const struct args *a, const char *why, struct answer *ans)
 {
 	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s; not running %s",
 	    why, a->command[0]);
-	ans->rc = a->conflict_exit_code;
+	refusal_exit(a, ans);
 }
 
 /*
@@ -525,7 +535,7 @@ charge(struct ctx *c, const struct args *a, struct keywork *kw,
 
 		snprintf(ans->msg + n, sizeof(ans->msg) - n, "; not running %s",
 		    a->command[0]);
-		ans->rc = a->conflict_exit_code;
+		refusal_exit(a, ans);
 		return CHARGE_STOP;
 	}
 	if (!k.d.allowed) {
@@ -658,7 +668,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 		cancel_job(&j);
 		if (taken == 0) {
 			concurrency_refused(a, &seen, a->command[0], ans);
-			ans->rc = a->conflict_exit_code;
+			refusal_exit(a, ans);
 		} else if (taken > 1)
 			ans->rc = taken; /* a signal cut the wait short */
 		return;

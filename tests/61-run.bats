@@ -15,6 +15,24 @@ load lib
 	[ "$status" -eq 0 ]
 	[ "$output" = "" ]
 	[ "$stderr" = "" ]
+	# 0 is a quiet skip for cron, -q or not: nothing to mail; a slot's
+	# refusal and a --wait's too
+	run --separate-stderr at 20 run nightly --limit 1/1d --conflict-exit-code 0 -- sh -c 'echo ran'
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	run --separate-stderr at 20 run nightly --limit 1/1d --conflict-exit-code 0 --wait 1s -- sh -c 'echo ran'
+	[ "$status" -eq 0 ]
+	[ "$stderr" = "" ]
+	at 20 acquire slot --concurrency 1 >/dev/null
+	run --separate-stderr at 20 run slot --concurrency 1 --conflict-exit-code 0 -- sh -c 'echo ran'
+	[ "$status" -eq 0 ]
+	[ "$output" = "" ]
+	[ "$stderr" = "" ]
+	# any other code still says why
+	run --separate-stderr at 20 run nightly --limit 1/1d --conflict-exit-code 9 -- sh -c 'echo ran'
+	[ "$status" -eq 9 ]
+	[[ "$stderr" == "throttle: nightly throttled, retry in"* ]]
 	run at 86410 run nightly --limit 1/1d -- echo again
 	[ "$status" -eq 0 ]
 	[ "$output" = again ]
