@@ -415,19 +415,18 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 			output_human(t, sizeof(t), k->lk_started);
 			output_bound(m, sizeof(m), a->wait_max);
 			output_human(l, sizeof(l), k->d.retry_after);
+			/* (one shape: "KEY locked out, retry in T") */
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " throttled: the wait would be %s, more than "
-			    "--wait %s "
-			    "allows; locked out for %s",
-			    t, m, l);
+			    " locked out, retry in %s: the wait of %s was "
+			    "more than --wait %s allows",
+			    l, t, m);
 			return EXIT_REFUSED;
 		}
 		if (left >= 0 && k->d.retry_after > left) {
 			output_human(t, sizeof(t), k->d.retry_after);
 			output_bound(m, sizeof(m), a->wait_max);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " %s: the wait would be %s, more than --wait %s "
-			    "allows",
+			    " %s, retry in %s: more than --wait %s allows",
 			    k->lk.until > k->now ? "locked out" : "throttled",
 			    t, m);
 			return EXIT_REFUSED;

@@ -437,15 +437,15 @@ placed() {
 	run --separate-stderr at 0 consume k --limit 1/1m --wait=10s
 	end=$(date +%s%N)
 	[ "$status" -eq 1 ]
-	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 10s allows" ]
+	[ "$stderr" = "throttle: k throttled, retry in 1m: more than --wait 10s allows" ]
 	[ $(((end - start) / 1000000)) -lt 1000 ]
 	# a bound that rounds to the wait is shown as given, not as equal
 	run --separate-stderr at 0 consume k --limit 1/1m --wait=59.999999s
 	[ "$status" -eq 1 ]
-	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 59.999999s allows" ]
+	[ "$stderr" = "throttle: k throttled, retry in 1m: more than --wait 59.999999s allows" ]
 	# and with the digits given, not zeros added
 	run --separate-stderr at 0 consume k --limit 1/1m --wait=59.9999s
-	[ "$stderr" = "throttle: k throttled: the wait would be 1m, more than --wait 59.9999s allows" ]
+	[ "$stderr" = "throttle: k throttled, retry in 1m: more than --wait 59.9999s allows" ]
 	run at 0 inspect k --format json
 	[ "$(field retry_after "$output")" = 60 ]
 	# a wait within MAX is taken

@@ -243,17 +243,17 @@ c lockout_after=never" ]
 		at 101 consume "x-$a" --limit 1/1h --lockout 1h --algorithm "$a"
 		run --separate-stderr at 101 consume "x-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
 		[ "$status" -eq 1 ]
-		[[ "$stderr" == "throttle: x-$a throttled: the wait would be "*", more than --wait 1s allows; locked out for 1h" ]] || { echo "$a: $stderr"; return 1; }
+		[[ "$stderr" == "throttle: x-$a locked out, retry in 1h: the wait of "*" was more than --wait 1s allows" ]] || { echo "$a: $stderr"; return 1; }
 		run --separate-stderr at 101 consume "x-$a" --limit 1/1h --lockout 1h --algorithm "$a" --wait=1s
 		[ "$status" -eq 1 ]
-		[ "$stderr" = "throttle: x-$a locked out: the wait would be 1h, more than --wait 1s allows" ]
+		[ "$stderr" = "throttle: x-$a locked out, retry in 1h: more than --wait 1s allows" ]
 		# a refusal past --wait that starts a lockout shorter than
 		# --wait is final: no wait through it to the allowance its end
 		# gives back
 		at 101 consume "s-$a" --limit 1/1h --lockout 2s --algorithm "$a"
 		run --separate-stderr at 101 consume "s-$a" --limit 1/1h --lockout 2s --algorithm "$a" --wait=3s
 		[ "$status" -eq 1 ] || { echo "$a: $status $stderr"; return 1; }
-		[[ "$stderr" == "throttle: s-$a throttled: the wait would be "*", more than --wait 3s allows; locked out for 2s" ]]
+		[[ "$stderr" == "throttle: s-$a locked out, retry in 2s: the wait of "*" was more than --wait 3s allows" ]]
 		run --separate-stderr at 101 inspect "w-$a" --locked
 		[ "$status" -eq 0 ] || { echo "$a not locked"; return 1; }
 	done

@@ -43,7 +43,7 @@ load lib
 	run --separate-stderr at 20 run nightly --limit 1/1d --wait 1m -- sh -c 'echo ran'
 	[ "$status" -eq 75 ]
 	[ "$output" = "" ]
-	[ "$stderr" = "throttle: nightly throttled: the wait would be 23h59m50s, more than --wait 1m allows; not running sh" ]
+	[ "$stderr" = "throttle: nightly throttled, retry in 23h59m50s: more than --wait 1m allows; not running sh" ]
 	at 10 run door --limit 1/1d --lockout never -- true
 	at 20 run door --limit 1/1d --lockout never -- true || true
 	run --separate-stderr at 30 run door --limit 1/1d --lockout never -- true
