@@ -433,14 +433,12 @@ set_priority(struct args *a, const struct option_def *d, const char *v)
 	return 0;
 }
 
+/* An id acquire never prints is held by no one: release and renew say
+ * so (exit 1, as for an unknown lease), without echoing it. */
 static int
 set_lease(struct args *a, const struct option_def *d, const char *v)
 {
-	if (!lease_id_ok(v, strlen(v)))
-		return usage_error(a,
-		    "--lease: '%s' is not a lease id (%d lower-case hex "
-		    "digits, as acquire prints them)",
-		    v, LEASE_ID_LEN);
+	a->lease_bad = !lease_id_ok(v, strlen(v));
 	return set_text(a, d, v);
 }
 

@@ -17,6 +17,10 @@ release_lease(struct ctx *c, const struct args *a, struct answer *ans)
 	struct record *r;
 	int found;
 
+	if (a->lease_bad) {
+		lease_bad(a, ans);
+		return;
+	}
 	if ((found = concurrency_free(c, a->key, a->keylen, a->lease, ans)) ==
 	    -1)
 		return;

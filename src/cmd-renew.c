@@ -19,6 +19,10 @@ renew_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		    "renew: --lease is missing; give the id acquire printed");
 		return;
 	}
+	if (a->lease_bad) {
+		lease_bad(a, ans);
+		return;
+	}
 	renewed = concurrency_renew(c, a->key, a->keylen, a->lease,
 	    a->has_ttl ? a->ttl : -1, &seen, ans);
 	if (renewed == -1)

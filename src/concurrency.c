@@ -138,6 +138,17 @@ reserve_of(const struct args *a)
 	    : 0;
 }
 
+/* --lease names no lease acquire could have printed: none is held. */
+void
+lease_bad(const struct args *a, struct answer *ans)
+{
+	answer_say_key(ans, MSG_NOTICE, a->key, a->keylen,
+	    ": no such lease: --lease takes the %d lower-case hex digits "
+	    "acquire printed",
+	    LEASE_ID_LEN);
+	ans->rc = EXIT_REFUSED;
+}
+
 /* Whether the key was locked out when its slots were counted. */
 int
 concurrency_locked(const struct slots_seen *s)

@@ -235,6 +235,7 @@ struct args {
 	int reserve_percent;
 	int priority;
 	const char *lease;
+	int lease_bad; /* --lease is no id acquire prints: none held */
 
 	/* shed */
 	int has_utilization, utilization_auto, has_seed;
@@ -517,6 +518,7 @@ int concurrency_scan(struct ctx *, const char *, size_t, int, const char *,
 int concurrency_check(const struct args *, const char *, struct answer *);
 int concurrency_possible(const struct args *);
 int concurrency_locked(const struct slots_seen *);
+void lease_bad(const struct args *, struct answer *);
 int concurrency_take(struct ctx *, const struct args *, const struct lease *,
     int64_t, struct lease *, struct slots_seen *, struct answer *);
 int concurrency_wait(struct ctx *, const struct args *, const struct lease *,

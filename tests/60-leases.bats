@@ -288,12 +288,19 @@ load lib
 	[ "$status" -eq 1 ]
 }
 
-@test "--lease takes only a lease id, so nothing hostile is echoed" {
-	run "$THROTTLE" release k --lease $'nope\x1b[31m'
-	[ "$status" -eq 2 ]
-	[[ "$output" == *"is not a lease id (16 lower-case hex digits"* ]]
-	run "$THROTTLE" renew k --lease ABCDEF0123456789
-	[ "$status" -eq 2 ]
+@test "--lease: an id acquire never prints is a lease not held (exit 1), and is not echoed" {
+	id=$(at 1 acquire k --concurrency 1)
+	for l in $'nope\x1b[31m' ABCDEF0123456789 12345 "$id "; do
+		run --separate-stderr at 1 release k --lease "$l"
+		[ "$status" -eq 1 ] || { echo "$l: $status"; return 1; }
+		[ "$stderr" = "throttle: k: no such lease: --lease takes the 16 lower-case hex digits acquire printed" ]
+		run --separate-stderr at 1 renew k --lease "$l" --format json
+		[ "$status" -eq 1 ]
+		[ "$output" = '{"key":"k"}' ]
+	done
+	# and the lease held is untouched
+	run at 1 release k --lease "$id"
+	[ "$status" -eq 0 ]
 }
 
 @test "a host without a boot id: a live owner holds its slot, on every store" {
