@@ -882,6 +882,17 @@ guarded(const char *path, const char **suffix)
 	    sb.st_ino == guard.dir_ino;
 }
 
+/* Nonzero if path's -journal is a symbolic link (dangling or not). */
+static int
+journal_link(const char *path)
+{
+	char j[PATH_MAX + 16];
+	struct stat sb;
+
+	snprintf(j, sizeof(j), "%s-journal", path);
+	return lstat(j, &sb) == 0 && S_ISLNK(sb.st_mode);
+}
+
 /* Nonzero if path has a -journal file SQLite could take for a hot one and
  * play back into the file when it first reads it: not empty, and its
  * first byte not zero (journal_mode=PERSIST zeroes the header of one it
@@ -1063,6 +1074,13 @@ guarded_open(const char *path, int flags, int mode)
 		guard.page_size = n >= HEADER_SIZE ? page_size_of(h) : 0;
 		/* (a new file of throttle's own has no schema yet, and may
 		 * have a -journal while it is switched to WAL) */
+		/* SQLite looks for a -journal through a link, and would
+		 * make one where a dangling link points */
+		if (journal_link(path))
+			return refuse_fd(fd, ELOOP,
+			    "its -journal file is a symbolic link, which "
+			    "throttle refuses to follow: remove it if no "
+			    "throttle is running");
 		if (guard.app == 0 && guard.cookie != 0 && journal_left(path))
 			return refuse_fd(fd, EACCES,
 			    "is a SQLite database of another program (with "
