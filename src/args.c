@@ -637,8 +637,11 @@ option_value(struct args *a, const struct option_def *d, int argc, char **argv,
 		return 0;
 	if (d->id == OPT_WAIT) {
 		/* --wait's bound is optional: the next word, if it is a
-		 * duration (--wait=MAX always works) */
+		 * duration that begins with a number (a key may be a unit's
+		 * name, "day"); --wait=MAX always works */
 		if (*i + 1 < argc &&
+		    ((argv[*i + 1][0] >= '0' && argv[*i + 1][0] <= '9') ||
+			argv[*i + 1][0] == '.') &&
 		    parse_duration(argv[*i + 1], &t, &err) == 0)
 			*v = argv[++*i];
 		else if (*i + 1 < argc && argv[*i + 1][0] >= '0' &&
@@ -669,14 +672,19 @@ option_at(struct args *a, const char *arg, const char **v)
 
 	*v = NULL;
 	if (arg[1] != '-') {
-		/* (a key that begins with a dash, most likely) */
-		if (arg[2] != '\0' || (d = find_short(arg[1])) == NULL)
+		d = arg[2] == '\0' ? find_short(arg[1]) : NULL;
+		if (arg[2] != '\0' && find_long(arg + 1, strlen(arg + 1)))
+			usage_error(a, "%s: unknown option; did you mean -%s?",
+			    arg, arg);
+		else if (d == NULL)
+			/* (a key that begins with a dash, most likely) */
 			usage_error(a,
 			    "%s: unknown option; see throttle --help (a key "
-			    "that begins with a dash goes after '--', which "
-			    "ends the options)",
-			    arg);
-		return arg[2] != '\0' ? NULL : d;
+			    "that begins with a dash goes after the options "
+			    "and '--', as in throttle consume --limit 5/1m "
+			    "-- %s)",
+			    arg, arg);
+		return d;
 	}
 	eq = strchr(arg + 2, '=');
 	d = find_long(arg + 2, eq ? (size_t)(eq - arg - 2) : strlen(arg + 2));

@@ -159,6 +159,13 @@ load lib
 	# a word that is not a duration is the next operand, as before
 	run --separate-stderr at 1000 consume --wait w2 --limit 1/1h
 	[ "$status" -eq 0 ]
+	# so is one that is a unit's name (a key "day"): as a separate
+	# word, a bound begins with a number
+	for k in day hour m; do
+		run --separate-stderr at 1000 consume --wait "$k" --limit 1/1h --format json
+		[ "$status" -eq 0 ] || { echo "$k: $status $stderr"; return 1; }
+		[[ "$output" == '{"key":"'"$k"'","allowed":true,'* ]]
+	done
 	# but a mistyped bound is named as one, not as an argument too many
 	run --separate-stderr at 1000 consume w3 --limit 1/1h --wait 5x
 	[ "$status" -eq 2 ]

@@ -302,7 +302,11 @@ load lib
 	# a key that begins with a dash, taken for an option: where it goes
 	run "$THROTTLE" consume -k --limit 1/1s
 	[ "$status" -eq 2 ]
-	[ "$output" = "throttle: -k: unknown option; see throttle --help (a key that begins with a dash goes after '--', which ends the options)" ]
+	[ "$output" = "throttle: -k: unknown option; see throttle --help (a key that begins with a dash goes after the options and '--', as in throttle consume --limit 5/1m -- -k)" ]
+	# one dash before a long option's name is a typo, said so
+	run "$THROTTLE" consume k -limit 1/1s
+	[ "$status" -eq 2 ]
+	[ "$output" = "throttle: -limit: unknown option; did you mean --limit?" ]
 	run at 1 consume --limit 1/1s --db "$TMP/dash.db" -- -k
 	[ "$status" -eq 0 ]
 	run "$THROTTLE" consume k
