@@ -383,11 +383,16 @@ may_write(struct sq *sq)
 	static const char *const side[] = { "", "-wal", "-shm" };
 	char p[PATH_MAX + 8];
 	struct stat sb;
-	size_t i;
+	size_t i, missing = 0;
 
 	for (i = 0; i < sizeof(side) / sizeof(side[0]); i++) {
 		snprintf(p, sizeof(p), "%s%s", sq->path, side[i]);
-		if (lstat(p, &sb) == -1 || !S_ISREG(sb.st_mode) ||
+		if (lstat(p, &sb) == -1) {
+			if (errno == ENOENT && i > 0 && missing == 0)
+				missing = i;
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode) ||
 		    faccessat(AT_FDCWD, p, W_OK, AT_EACCESS) == 0)
 			continue;
 		if (errno == EROFS) {
@@ -409,7 +414,20 @@ may_write(struct sq *sq)
 			    side[i], (unsigned)(sb.st_mode & 07777));
 		return -1;
 	}
-	return 0;
+	/* a writer makes a missing -wal or -shm beside the file */
+	if (missing == 0)
+		return 0;
+	dir_of(sq->path, p, sizeof(p));
+	if (faccessat(AT_FDCWD, p, W_OK | X_OK, AT_EACCESS) == 0 ||
+	    (errno != EACCES && errno != EPERM))
+		return 0; /* (EROFS: the open says) */
+	set_err(sq,
+	    "cannot be written: its folder %s cannot be written by this "
+	    "user, and a writer makes the file's %s there (permission "
+	    "denied); let this user write the folder, or give --db a file "
+	    "in a folder you can write",
+	    p, side[missing]);
+	return -1;
 }
 
 /*
@@ -431,8 +449,8 @@ folder_writable(struct sq *sq)
 	else
 		set_err(sq,
 		    "cannot be created: its folder %s cannot be written by "
-		    "this user (permission denied); give a file in a folder "
-		    "you can write, or let this user write that one",
+		    "this user (permission denied); give --db a file in a "
+		    "folder you can write, or let this user write that one",
 		    dir);
 	return -1;
 }
@@ -653,7 +671,7 @@ not_a_folder(struct sq *sq)
 			if (!S_ISDIR(sb.st_mode)) {
 				set_err(sq,
 				    "cannot be checked: %s on its path is not "
-				    "a folder; give a file in a folder",
+				    "a folder; give --db a file in a folder",
 				    dir);
 				return;
 			}
@@ -689,8 +707,8 @@ make_parents(struct sq *sq)
 		*p = '\0';
 		if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
 			set_err(sq,
-			    "cannot create the folder %s: %s; give a file in "
-			    "a folder you can write",
+			    "cannot create the folder %s: %s; give --db a "
+			    "file in a folder you can write",
 			    dir, strerror(errno));
 			return -1;
 		}

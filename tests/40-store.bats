@@ -46,7 +46,7 @@ unchanged() {
 	touch "$TMP/u/afile"
 	run env XDG_STATE_HOME="$TMP/u/afile" THROTTLE_NOW=1 "${UNPRIV[@]}" "$UTHROTTLE" consume k --limit 1/1s
 	[ "$status" -eq 3 ]
-	[ "$output" = "throttle: $TMP/u/afile/throttle/state.db: cannot be checked: $TMP/u/afile on its path is not a folder; give a file in a folder" ]
+	[ "$output" = "throttle: $TMP/u/afile/throttle/state.db: cannot be checked: $TMP/u/afile on its path is not a folder; give --db a file in a folder" ]
 	# a path too long is blamed on the variable it came from, not --db
 	long=$TMP/u/$(printf 'a%.0s' $(seq 5000))
 	run env HOME="$long" "${UNPRIV[@]}" "$UTHROTTLE" inspect
@@ -767,6 +767,15 @@ time.sleep(30)' s.db-shm held 3>&- &
 		[ "$status" -eq 3 ]
 		[[ "$output" == *"state.db: its -wal file cannot be written (mode 0444), though the state file can"* ]] || { echo "$output"; return 1; }
 	fi
+	# a file it may write in a folder it may not: the -wal it would
+	# make there is named, not SQLite's "readonly database"
+	chmod 644 "$db"
+	rm -f "$db-wal" "$db-shm"
+	chmod 555 "$TMP/u"
+	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$db"
+	chmod 755 "$TMP/u"
+	[ "$status" -eq 3 ]
+	[ "$output" = "throttle: $db: cannot be written: its folder $TMP/u cannot be written by this user, and a writer makes the file's -wal there (permission denied); let this user write the folder, or give --db a file in a folder you can write" ] || { echo "$output"; return 1; }
 	chmod 444 "$db"
 	rm -f "$db-wal" "$db-shm"
 	mkdir "$TMP/u/ro"
@@ -778,7 +787,7 @@ time.sleep(30)' s.db-shm held 3>&- &
 	# SQLite's "unable to open database file"
 	run "${UNPRIV[@]}" env THROTTLE_NOW=2 "$UTHROTTLE" consume k --limit 1/1h --db "$TMP/u/ro/state.db"
 	[ "$status" -eq 3 ]
-	[ "$output" = "throttle: $TMP/u/ro/state.db: cannot be created: its folder $TMP/u/ro cannot be written by this user (permission denied); give a file in a folder you can write, or let this user write that one" ]
+	[ "$output" = "throttle: $TMP/u/ro/state.db: cannot be created: its folder $TMP/u/ro cannot be written by this user (permission denied); give --db a file in a folder you can write, or let this user write that one" ]
 	[ ! -e "$TMP/u/ro/state.db" ]
 }
 
