@@ -460,23 +460,13 @@ release(struct ctx *c, const struct args *a, const struct lease *l)
 	answer_free(&ans);
 }
 
-/* Refused, its line said: exit --conflict-exit-code; 0, a quiet skip for
- * cron, says nothing, as -q (cron mails what a job writes). */
-static void
-refusal_exit(const struct args *a, struct answer *ans)
-{
-	ans->rc = a->conflict_exit_code;
-	if (a->conflict_exit_code == 0 && ans->msg_kind == MSG_INFO)
-		ans->msg_kind = MSG_NONE;
-}
-
 /* Refused: the command does not run; --conflict-exit-code. */
 static void
 refused(const struct args *a, const char *why, struct answer *ans)
 {
 	answer_say_key(ans, MSG_INFO, a->key, a->keylen, " %s; not running %s",
 	    why, a->command[0]);
-	refusal_exit(a, ans);
+	ans->rc = a->conflict_exit_code;
 }
 
 /*
@@ -516,7 +506,7 @@ charge(struct ctx *c, const struct args *a, struct keywork *kw,
     struct answer *ans)
 {
 	struct keywork k;
-	char why[64], t[32];
+	char why[96], t[48];
 	int rc;
 
 	keystate_init(kw, a->key, a->keylen);
@@ -535,16 +525,15 @@ charge(struct ctx *c, const struct args *a, struct keywork *kw,
 
 		snprintf(ans->msg + n, sizeof(ans->msg) - n, "; not running %s",
 		    a->command[0]);
-		refusal_exit(a, ans);
+		ans->rc = a->conflict_exit_code;
 		return CHARGE_STOP;
 	}
 	if (!k.d.allowed) {
-		output_human(t, sizeof(t), k.d.retry_after);
+		output_retry(t, sizeof(t), k.d.retry_after);
 		if (k.lk.until == LOCKOUT_NEVER)
-			snprintf(why, sizeof(why),
-			    "locked out until reset (throttle reset lifts it)");
+			snprintf(why, sizeof(why), "%s", LOCKED_FOR_GOOD);
 		else
-			snprintf(why, sizeof(why), "%s, retry in %s",
+			snprintf(why, sizeof(why), "%s, %s",
 			    k.lk.until > k.now ? "locked out" : "throttled", t);
 		refused(a, why, ans);
 		return CHARGE_STOP;
@@ -668,7 +657,7 @@ run_slotted(struct ctx *c, const struct args *a, struct answer *ans)
 		cancel_job(&j);
 		if (taken == 0) {
 			concurrency_refused(a, &seen, a->command[0], ans);
-			refusal_exit(a, ans);
+			ans->rc = a->conflict_exit_code;
 		} else if (taken > 1)
 			ans->rc = taken; /* a signal cut the wait short */
 		return;
@@ -763,6 +752,11 @@ run_without_policy(struct ctx *c, const struct args *a, struct answer *ans)
 static void
 run_exec(struct ctx *c, const struct args *a, struct answer *ans)
 {
+	/* --conflict-exit-code 0 is a quiet skip for cron, which mails what
+	 * a job writes: no refusal line, nor a wait's, as with -q (a store
+	 * error is still said) */
+	if (a->conflict_exit_code == 0)
+		c->quiet = 1;
 	if (a->nlimits == 0 && !a->has_concurrency && c->policy_err != NULL) {
 		run_without_policy(c, a, ans);
 		return;

@@ -252,16 +252,39 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 {
 	int64_t start = c->now, mono0 = clock_monotonic(), waited, nap;
 	char what[HOST_MAX + 256], m[32];
-	int taken, sig, said = 0;
+	int taken, sig, said = 0, said_lock = 0;
 
 	for (;;) {
 		taken = concurrency_take(c, a, who, ttl, l, seen, ans);
-		/* a request no slot is ever free for fails at once, and a
-		 * lockout is not waited out (as a rate's is not) */
-		if (taken != 0 || !a->has_wait || !concurrency_possible(a) ||
-		    concurrency_locked(seen))
+		/* a request no slot is ever free for fails at once */
+		if (taken != 0 || !a->has_wait || !concurrency_possible(a))
 			return taken;
 		waited = clock_monotonic() - mono0;
+		if (concurrency_locked(seen)) {
+			/* as a rate's wait: a lockout that ends within
+			 * --wait is waited out, then the slot tried; one
+			 * until reset, or longer, refuses at once */
+			nap = seen->lk.until - c->now;
+			if (seen->lk.until == LOCKOUT_NEVER ||
+			    (a->wait_max >= 0 && nap > a->wait_max - waited))
+				return 0;
+			if (!said_lock && !c->quiet) {
+				output_human(what, sizeof(what), nap);
+				if (a->wait_max >= 0)
+					output_bound(m, sizeof(m), a->wait_max);
+				log_key(a->key, a->keylen,
+				    " locked out, waiting %s for it%s%s%s",
+				    what,
+				    a->wait_max >= 0 ? " (--wait at most " : "",
+				    a->wait_max >= 0 ? m : "",
+				    a->wait_max >= 0 ? ")" : "");
+				said_lock = 1;
+			}
+			if ((sig = clock_sleep(nap)) != 0)
+				return 128 + sig;
+			c->now = start + (clock_monotonic() - mono0);
+			continue;
+		}
 		if (a->wait_max >= 0 && waited >= a->wait_max)
 			return 0;
 		/* a release may come any time: a short poll, or the
@@ -362,9 +385,7 @@ concurrency_refused(const struct args *a, const struct slots_seen *s,
 		/* a decision's words for it (rate.c) */
 		if (s->lk.until == LOCKOUT_NEVER)
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " locked out until reset (throttle reset lifts "
-			    "it)%s",
-			    tail);
+			    " " LOCKED_FOR_GOOD "%s", tail);
 		else {
 			output_human(t, sizeof(t), s->lk.until - s->now);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,

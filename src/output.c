@@ -60,6 +60,24 @@ secs_up(int64_t us)
 }
 
 /*
+ * "retry in T" for a refusal's text, T as output_human() writes it; a wait
+ * of the longest duration or more (only limits near it make one) is
+ * "retry never", as json's null.
+ */
+void
+output_retry(char *buf, size_t len, int64_t us)
+{
+	char t[32];
+
+	if (us >= DURATION_MAX || us < 0) {
+		snprintf(buf, len, "retry never");
+		return;
+	}
+	output_human(t, sizeof(t), us);
+	snprintf(buf, len, "retry in %s", t);
+}
+
+/*
  * A wait as a person reads it, into buf (len >= 32); its length.  Under a
  * minute, seconds rounded up to the millisecond ("0.25s", "12.5s");
  * longer, whole days, hours, minutes and seconds, the fraction of a

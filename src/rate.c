@@ -402,8 +402,15 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 		if (k->d.allowed || !a->has_wait)
 			return k->d.allowed ? EXIT_ALLOWED : EXIT_REFUSED;
 		if (k->d.retry_after >= DURATION_MAX) {
-			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " locked out until reset; not waiting");
+			/* no wait ends it: a lockout until reset, or a limit
+			 * near the longest duration */
+			if (k->lk.until == LOCKOUT_NEVER)
+				answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+				    " " LOCKED_FOR_GOOD "; not waiting");
+			else
+				answer_say_key(ans, MSG_INFO, a->key, a->keylen,
+				    " throttled, retry never; not "
+				    "waiting");
 			return EXIT_REFUSED;
 		}
 		if (k->lk_started) {
@@ -446,7 +453,7 @@ rate_wait(struct ctx *c, const struct args *a, struct keywork *k,
 void
 rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
 {
-	char t[32];
+	char t[48];
 
 	keystate_record(ans, k, 1, a->cost);
 	if (ans->rc == 0)
@@ -454,11 +461,11 @@ rate_answer(const struct args *a, const struct keywork *k, struct answer *ans)
 	if (!k->d.allowed && ans->msg_kind == MSG_NONE) {
 		if (k->lk.until == LOCKOUT_NEVER)
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " locked out until reset; throttle reset lifts it");
+			    " " LOCKED_FOR_GOOD);
 		else {
-			output_human(t, sizeof(t), k->d.retry_after);
+			output_retry(t, sizeof(t), k->d.retry_after);
 			answer_say_key(ans, MSG_INFO, a->key, a->keylen,
-			    " %s, retry in %s",
+			    " %s, %s",
 			    k->lk.until > k->now ? "locked out" : "throttled",
 			    t);
 		}

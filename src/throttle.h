@@ -669,6 +669,9 @@ die_usage(const char *, ...) __attribute__((format(printf, 1, 2), noreturn));
 /* output.c */
 size_t output_seconds(char *, size_t, int64_t);
 size_t output_human(char *, size_t, int64_t);
+void output_retry(char *, size_t, int64_t);
+/* A lockout until reset, in a refusal's words (after the key). */
+#define LOCKED_FOR_GOOD "locked out until reset; throttle reset lifts it"
 size_t output_duration(char *, size_t, int64_t);
 size_t output_bound(char *, size_t, int64_t);
 size_t output_micro(char *, size_t, int64_t);

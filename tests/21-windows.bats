@@ -442,6 +442,14 @@ expect() {
 		run at 100 "$c"
 		[ "$status" -eq 0 ] || { echo "$c: $output"; return 1; }
 	done
+	# a wait past the longest duration is never, in text too, and no
+	# lockout: --wait says so
+	run --separate-stderr at 100 consume sw --algorithm sliding-window --limit 3/100s --granularity 1ms
+	[ "$status" -eq 1 ]
+	[ "$stderr" = "throttle: sw throttled, retry never" ]
+	[ "$(field retry_after "$(at 100 check sw --algorithm sliding-window --limit 3/100s --granularity 1ms --format json)")" = null ]
+	run --separate-stderr at 100 consume sw --algorithm sliding-window --limit 3/100s --granularity 1ms --wait=1h
+	[ "$stderr" = "throttle: sw throttled, retry never; not waiting" ]
 	run at 100 inspect sw
 	[ "$status" -eq 0 ]
 	[[ "$output" == *" 9223372036854775792 - never "* ]] || { echo "$output"; return 1; }

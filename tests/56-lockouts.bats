@@ -21,13 +21,13 @@ L=(--limit 3/15m --lockout 10m)
 	[ "$status" -eq 75 ]
 	printf '%s\n' "consume u --limit 3/15m" | at 1400 batch >out
 	[ "$(jget exit <out)" = 1 ]
-	# a slot is a request too: none is taken, --wait or not, and the
-	# job does not run
+	# a slot is a request too: none is taken, nor waited for past
+	# --wait, and the job does not run
 	run --separate-stderr at 1400 acquire u --concurrency 5
 	[ "$status" -eq 1 ]
 	[ -z "$output" ]
 	[ "$stderr" = "throttle: u locked out, retry in 3m21s" ]
-	run --separate-stderr timeout 20 env THROTTLE_NOW=1400 "$THROTTLE" --format json acquire u --concurrency 5 --wait
+	run --separate-stderr timeout 20 env THROTTLE_NOW=1400 "$THROTTLE" --format json acquire u --concurrency 5 --wait=1m
 	[ "$status" -eq 1 ]
 	[ "$output" = '{"key":"u","allowed":false,"active":0,"limit":5,"retry_after":201,"locked_until":1601,"lockout_after":201}' ]
 	run at 1400 run u --concurrency 5 -- echo ran
@@ -184,6 +184,30 @@ c lockout_after=never" ]
 	run "$THROTTLE" consume u --limit 1/1h --lockout forever
 	[ "$status" -eq 2 ]
 	[[ "$output" == *"--lockout: 'forever'"*"or never (until reset)"* ]]
+	# one shape for it, whatever asks: consume, check, a slot, a wait
+	at 2000 consume n --limit 1/1h --lockout never
+	at 2000 consume n --limit 1/1h --lockout never || true
+	for cmd in "consume n --limit 1/1h" "check n --limit 1/1h" "acquire n --concurrency 1" "acquire n --concurrency 1 --wait"; do
+		run --separate-stderr timeout 20 env THROTTLE_NOW=2000 "$THROTTLE" $cmd
+		[ "$status" -eq 1 ] || { echo "$cmd: $status"; return 1; }
+		[[ "$stderr" == "throttle: n locked out until reset; throttle reset lifts it"* ]] || { echo "$cmd: $stderr"; return 1; }
+	done
+}
+
+@test "lockout: a slot's --wait waits out a lockout that ends within it, as a rate's does" {
+	# (the real clock: the wait is slept)
+	"$THROTTLE" consume s --limit 1/1h --lockout 1s
+	"$THROTTLE" consume s --limit 1/1h --lockout 1s || true
+	run --separate-stderr "$THROTTLE" acquire s --concurrency 1 --wait=20s
+	[ "$status" -eq 0 ]
+	[[ "$stderr" == "throttle: s locked out, waiting "*" for it (--wait at most 20s)" ]] || { echo "$stderr"; return 1; }
+	[[ "$output" =~ ^[0-9a-f]{16}$ ]]
+	# one that ends later than --wait allows refuses at once
+	"$THROTTLE" consume t --limit 1/1h --lockout 1h
+	"$THROTTLE" consume t --limit 1/1h --lockout 1h || true
+	run --separate-stderr timeout 20 "$THROTTLE" run t --concurrency 1 --wait=1m -- echo ran
+	[ "$status" -eq 75 ]
+	[[ "$stderr" == "throttle: t locked out, retry in 59m59"*"; not running echo" ]] || { echo "$stderr"; return 1; }
 }
 
 @test "lockout: inspect of a locked key with several limits says none remains, and never as null" {

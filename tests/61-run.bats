@@ -25,10 +25,12 @@ load lib
 	[ "$status" -eq 0 ]
 	[ "$stderr" = "" ]
 	at 20 acquire slot --concurrency 1 >/dev/null
-	run --separate-stderr at 20 run slot --concurrency 1 --conflict-exit-code 0 -- sh -c 'echo ran'
-	[ "$status" -eq 0 ]
-	[ "$output" = "" ]
-	[ "$stderr" = "" ]
+	for w in "" --wait=1s; do
+		run --separate-stderr at 20 run slot --concurrency 1 --conflict-exit-code 0 $w -- sh -c 'echo ran'
+		[ "$status" -eq 0 ]
+		[ "$output" = "" ]
+		[ "$stderr" = "" ] || { echo "$w: $stderr"; return 1; }
+	done
 	# any other code still says why
 	run --separate-stderr at 20 run nightly --limit 1/1d --conflict-exit-code 9 -- sh -c 'echo ran'
 	[ "$status" -eq 9 ]
@@ -48,10 +50,10 @@ load lib
 	at 20 run door --limit 1/1d --lockout never -- true || true
 	run --separate-stderr at 30 run door --limit 1/1d --lockout never -- true
 	[ "$status" -eq 75 ]
-	[ "$stderr" = "throttle: door locked out until reset (throttle reset lifts it); not running true" ]
+	[ "$stderr" = "throttle: door locked out until reset; throttle reset lifts it; not running true" ]
 	run --separate-stderr at 30 run door --limit 1/1d --lockout never --wait -- true
 	[ "$status" -eq 75 ]
-	[ "$stderr" = "throttle: door locked out until reset; not waiting; not running true" ]
+	[ "$stderr" = "throttle: door locked out until reset; throttle reset lifts it; not waiting; not running true" ]
 }
 
 @test "run works with every algorithm" {
