@@ -239,6 +239,19 @@ concurrency_take(struct ctx *c, const struct args *a, const struct lease *who,
 	return t.taken;
 }
 
+/* Once a wait: what it waits for, and at most how long. */
+static void
+say_wait(const struct args *a, const char *what)
+{
+	char m[32];
+
+	if (a->wait_max >= 0)
+		output_bound(m, sizeof(m), a->wait_max);
+	log_key(a->key, a->keylen, " %s%s%s%s", what,
+	    a->wait_max >= 0 ? " (--wait at most " : "",
+	    a->wait_max >= 0 ? m : "", a->wait_max >= 0 ? ")" : "");
+}
+
 /*
  * concurrency_take(), and with --wait, again until a slot is free or
  * --wait=MAX has passed: sleeping until the soonest lease expiry if one is
@@ -269,15 +282,10 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 			    (a->wait_max >= 0 && nap > a->wait_max - waited))
 				return 0;
 			if (!said_lock && !c->quiet) {
-				output_human(what, sizeof(what), nap);
-				if (a->wait_max >= 0)
-					output_bound(m, sizeof(m), a->wait_max);
-				log_key(a->key, a->keylen,
-				    " locked out, waiting %s for it%s%s%s",
-				    what,
-				    a->wait_max >= 0 ? " (--wait at most " : "",
-				    a->wait_max >= 0 ? m : "",
-				    a->wait_max >= 0 ? ")" : "");
+				output_human(m, sizeof(m), nap);
+				snprintf(what, sizeof(what),
+				    "locked out, waiting %s for it", m);
+				say_wait(a, what);
 				said_lock = 1;
 			}
 			if ((sig = clock_sleep(nap)) != 0)
@@ -297,15 +305,11 @@ concurrency_wait(struct ctx *c, const struct args *a, const struct lease *who,
 		if (a->wait_max >= 0 && nap > a->wait_max - waited)
 			nap = a->wait_max - waited;
 		if (!said && !c->quiet) {
-			/* once: what it waits for, and at most how long */
 			held_line(a, seen, what, sizeof(what));
-			if (a->wait_max >= 0)
-				output_bound(m, sizeof(m), a->wait_max);
-			log_key(a->key, a->keylen,
-			    " %s, waiting for a slot%s%s%s", what,
-			    a->wait_max >= 0 ? " (--wait at most " : "",
-			    a->wait_max >= 0 ? m : "",
-			    a->wait_max >= 0 ? ")" : "");
+			snprintf(what + strlen(what),
+			    sizeof(what) - strlen(what),
+			    ", waiting for a slot");
+			say_wait(a, what);
 			said = 1;
 		}
 		if ((sig = clock_sleep(nap)) != 0)

@@ -58,6 +58,8 @@ read_unit(const char **sp)
 
 	for (i = 0; i < sizeof(tables) / sizeof(tables[0]); i++)
 		for (u = tables[i]; u->name != NULL; u++) {
+			if (u->name[0] != **sp)
+				continue;
 			n = strlen(u->name);
 			if (strncmp(*sp, u->name, n) == 0 &&
 			    (best == NULL || n > strlen(best->name)))
