@@ -19,6 +19,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1505,6 +1506,21 @@ user_entry(uid_t uid)
 #endif
 }
 
+/* The length of folder s without its trailing slashes (so no "//"). */
+static int
+folder_len(const char *s)
+{
+	size_t b = strlen(s);
+
+	while (b > 0 && s[b - 1] == '/')
+		b--;
+	return b > INT_MAX ? INT_MAX : (int)b;
+}
+
+#define TOO_LONG(under)                                                        \
+	"the default state file under " under " would have too long a "        \
+	"path; give --db or set THROTTLE_DB"
+
 /*
  * The default state file: /var/lib/throttle/state.db for root, otherwise
  * $XDG_STATE_HOME/throttle/state.db or ~/.local/state/throttle/state.db.
@@ -1512,45 +1528,33 @@ user_entry(uid_t uid)
 int
 store_default_path(char *buf, size_t len, const char **errstr)
 {
-	const char *base, *home, *from = "HOME";
+	const char *base, *home, *toolong = TOO_LONG("HOME");
 	struct passwd *pw;
-	size_t b;
 	int n;
 
 	if (geteuid() == 0)
 		n = snprintf(buf, len, "/var/lib/throttle/state.db");
 	else if ((base = getenv("XDG_STATE_HOME")) != NULL && base[0] == '/') {
-		from = "XDG_STATE_HOME";
-		/* (no "//": a folder's trailing slashes left out) */
-		for (b = strlen(base); b > 0 && base[b - 1] == '/'; b--)
-			;
-		n = snprintf(buf, len, "%.*s/throttle/state.db", (int)b, base);
+		toolong = TOO_LONG("XDG_STATE_HOME");
+		n = snprintf(buf, len, "%.*s/throttle/state.db",
+		    folder_len(base), base);
 	} else {
 		home = getenv("HOME");
 		if ((home == NULL || home[0] != '/') &&
 		    (pw = user_entry(geteuid())) != NULL) {
 			home = pw->pw_dir;
-			from = "the home folder in the user database";
+			toolong = TOO_LONG("the home folder");
 		}
 		if (home == NULL || home[0] != '/') {
 			*errstr = "no home folder to keep state in; give --db "
 				  "or set THROTTLE_DB";
 			return -1;
 		}
-		for (b = strlen(home); b > 0 && home[b - 1] == '/'; b--)
-			;
 		n = snprintf(buf, len, "%.*s/.local/state/throttle/state.db",
-		    (int)b, home);
+		    folder_len(home), home);
 	}
 	if (n < 0 || (size_t)n >= len) {
-		*errstr = strcmp(from, "HOME") == 0
-		    ? "the default state file under HOME would have too long "
-		      "a path; give --db or set THROTTLE_DB"
-		    : strcmp(from, "XDG_STATE_HOME") == 0
-		    ? "the default state file under XDG_STATE_HOME would "
-		      "have too long a path; give --db or set THROTTLE_DB"
-		    : "the default state file under the home folder would "
-		      "have too long a path; give --db or set THROTTLE_DB";
+		*errstr = toolong;
 		return -1;
 	}
 	return 0;
