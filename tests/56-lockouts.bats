@@ -198,8 +198,13 @@ c lockout_after=never" ]
 	# (the real clock: the wait is slept)
 	"$THROTTLE" consume s --limit 1/1h --lockout 1s
 	"$THROTTLE" consume s --limit 1/1h --lockout 1s || true
+	t0=$(date +%s%N)
 	run --separate-stderr "$THROTTLE" acquire s --concurrency 1 --wait=20s
+	t1=$(date +%s%N)
 	[ "$status" -eq 0 ]
+	# it waited for the lockout's second, not for all of --wait (a loose
+	# bound: a busy machine may be slow, never 10 s slow here)
+	[ $(((t1 - t0) / 1000000)) -lt 10000 ] || { echo "waited $(((t1 - t0) / 1000000)) ms"; return 1; }
 	[[ "$stderr" == "throttle: s locked out, waiting "*" for it (--wait at most 20s)" ]] || { echo "$stderr"; return 1; }
 	[[ "$output" =~ ^[0-9a-f]{16}$ ]]
 	# one that ends later than --wait allows refuses at once
