@@ -1081,6 +1081,16 @@ guarded_open(const char *path, int flags, int mode)
 			    "the file was left untouched: chmod o-w it, or "
 			    "give another file",
 			    (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
+		/* SQLite keeps the -wal, and the lock that makes a decision
+		 * atomic, beside the name it was given: callers through two
+		 * names would each decide alone, and corrupt the file */
+		if (sb.st_nlink > 1)
+			return refuse_fd(fd, EACCES,
+			    "has %ld names (hard links), and callers using "
+			    "another name would not see its -wal or its lock; "
+			    "the file was left untouched: remove the other "
+			    "names ('find / -xdev -samefile %s' lists them)",
+			    (long)sb.st_nlink, path);
 		n = pread(fd, h, sizeof(h), 0);
 		if (n < 0)
 			return refuse_fd(fd, errno, "cannot be read: %s",

@@ -666,6 +666,25 @@ time.sleep(30)' s.db-shm held 3>&- &
 	[ "$status" -eq 1 ]
 }
 
+@test "a state file with two names (a hard link) is refused by every command, the file untouched" {
+	# each name would get its own -wal and lock: 1/1h admitted twice
+	at 100 consume seed --limit 1/1h --db "$TMP/state.db"
+	ln "$TMP/state.db" "$TMP/alias.db"
+	cp "$TMP/state.db" "$TMP/state.db.orig"
+	for cmd in "consume k --limit 1/1h" "check k --limit 1/1h" "inspect" "verify" "gc"; do
+		for name in state alias; do
+			run --separate-stderr at 100 $cmd --db "$TMP/$name.db"
+			[ "$status" -eq 3 ] || { echo "$cmd $name: $status $stderr"; return 1; }
+			[ "$stderr" = "throttle: $TMP/$name.db: has 2 names (hard links), and callers using another name would not see its -wal or its lock; the file was left untouched: remove the other names ('find / -xdev -samefile $TMP/$name.db' lists them)" ] || { echo "$stderr"; return 1; }
+		done
+	done
+	cmp "$TMP/state.db" "$TMP/state.db.orig"
+	# one name again: the file is used as before
+	rm "$TMP/alias.db"
+	run at 100 consume seed --limit 1/1h --db "$TMP/state.db"
+	[ "$status" -eq 1 ]
+}
+
 @test "a state file in a folder reached through a symbolic link is used; a link to the file is not" {
 	# a home folder or /var/lib that is a link to another disk (as a
 	# user: root refuses such a path, below)
@@ -1347,7 +1366,8 @@ wal_cycle() {
 	sqlite3 app.db 'CREATE TABLE users(name TEXT)'
 	cp app.db app.orig
 	# swap state.db for each of them and back, as fast as perl can (hard
-	# links, so a write through state.db would show in the other file)
+	# links, so a write through state.db would show in the other file;
+	# a file with two names is refused as such, on the descriptor opened)
 	command -v perl >/dev/null || skip "needs perl (perl-base)"
 	perl -e 'while (1) { for my $f ("fifo", "notes.txt", "app.db") {
 		link($f, "t1"); rename("t1", "state.db");
