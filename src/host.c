@@ -13,6 +13,7 @@
 #include <dirent.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <time.h>
 #include <stdlib.h>
@@ -147,39 +148,67 @@ proc_stat(const char *pid, char *state, int64_t *pgrp, int64_t *start)
 }
 
 /*
- * Nonzero if a process of group pgid that started no earlier than its
+ * Nonzero if the kernel has a process (id > 0) or process group (id < 0)
+ * that /proc does not show: mounted with hidepid (systemd's
+ * ProtectProc=invisible), where another user's processes are not listed.
+ * Only for the real /proc: a stand-in's processes are not the kernel's.
+ */
+static int
+hidden_from_proc(pid_t id)
+{
+	if (strcmp(proc_root(), "/proc") != 0)
+		return 0;
+	return kill(id, 0) == 0 || errno == EPERM;
+}
+
+/*
+ * Whether a process of group pgid that started no earlier than its
  * leader did (start, ticks after boot) still runs on this host: the group
  * is still there.  Zombies do not count.  A group id is not reused while
  * any process of the group lives, and a later group with the same id
- * would need its leader's pid reused as well.
+ * would need its leader's pid reused as well.  OWNER_UNKNOWN if the
+ * group has processes /proc does not show.
  */
-int
-host_group_alive(int64_t pgid, int64_t start)
+static enum owner_state
+group_state(int64_t pgid, int64_t start)
 {
 	char path[4096], state = 'X';
 	struct dirent *e;
 	int64_t pgrp = 0, st = 0;
 	DIR *d;
-	int alive = 0;
+	int seen = 0;
+	enum owner_state r = OWNER_DEAD;
 
 	snprintf(path, sizeof(path), "%s", proc_root());
-	if (pgid <= 0)
-		return 0;
+	if (pgid <= 0 || pgid > INT32_MAX)
+		return OWNER_DEAD;
 	/* a leader started after the job: its id was free, so the job's
 	 * group is gone and this is another's */
 	if (host_pid_start(pgid, &st) == 0 && st > start)
-		return 0;
+		return OWNER_DEAD;
 	if ((d = opendir(path)) == NULL)
-		return 0;
-	while (!alive && (e = readdir(d)) != NULL) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		return hidden_from_proc(-(pid_t)pgid) ? OWNER_UNKNOWN
+						      : OWNER_DEAD;
+	while (r == OWNER_DEAD && (e = readdir(d)) != NULL) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9' ||
+		    proc_stat(e->d_name, &state, &pgrp, &st) != 0 ||
+		    pgrp != pgid)
 			continue;
-		if (proc_stat(e->d_name, &state, &pgrp, &st) == 0 &&
-		    pgrp == pgid && st >= start && state != 'Z' && state != 'X')
-			alive = 1;
+		seen = 1;
+		if (st >= start && state != 'Z' && state != 'X')
+			r = OWNER_ALIVE;
 	}
 	closedir(d);
-	return alive;
+	/* none of it shown, yet the kernel has it: not ours to end */
+	if (r == OWNER_DEAD && !seen && hidden_from_proc(-(pid_t)pgid))
+		r = OWNER_UNKNOWN;
+	return r;
+}
+
+int
+host_group_alive(int64_t pgid, int64_t start)
+{
+	return group_state(pgid, start) != OWNER_DEAD;
 }
 
 /*
@@ -195,16 +224,24 @@ host_owner_state(const struct host *me, const struct lease *l)
 
 	if (l->pid == 0 || strcmp(l->host, me->name) != 0)
 		return OWNER_UNKNOWN;
-	if (strcmp(l->boot_id, me->boot_id) != 0)
+	/* a boot id the lease's taker could read and this process cannot
+	 * (its /proc is not the same): nothing here can be judged */
+	if (me->boot_id[0] == '\0' && l->boot_id[0] != '\0')
+		return OWNER_UNKNOWN;
+	if (me->boot_id[0] != '\0' && l->boot_id[0] != '\0' &&
+	    strcmp(l->boot_id, me->boot_id) != 0)
 		return OWNER_DEAD; /* this host has rebooted since */
 	/* the same process, still running: a zombie has ended (a run
 	 * wrapper killed with -9, not yet reaped by its parent) */
 	snprintf(pid, sizeof(pid), "%lld", (long long)l->pid);
-	if (proc_stat(pid, &state, &pgrp, &start) == 0 &&
-	    start == l->pid_start && state != 'Z' && state != 'X')
-		return OWNER_ALIVE;
-	if (l->pgid > 0 && host_group_alive(l->pgid, l->pgid_start))
-		return OWNER_ALIVE;
+	if (proc_stat(pid, &state, &pgrp, &start) == 0) {
+		if (start == l->pid_start && state != 'Z' && state != 'X')
+			return OWNER_ALIVE;
+	} else if (l->pid > 0 && l->pid <= INT32_MAX &&
+	    hidden_from_proc((pid_t)l->pid))
+		return OWNER_UNKNOWN; /* its start time cannot be read */
+	if (l->pgid > 0)
+		return group_state(l->pgid, l->pgid_start);
 	return OWNER_DEAD;
 }
 

@@ -316,6 +316,52 @@ load lib
 	run env THROTTLE_PROC="$TMP/fake" "$THROTTLE" inspect k --format json
 	[ "$status" -eq 0 ]
 	[[ "$output" == *'"owner":'"$pid"* ]]
+	# a lease taken where the boot id could be read, judged where it
+	# cannot: nothing there tells that its owner is gone
+	"$THROTTLE" acquire m --concurrency 1 --owner "$pid" >/dev/null
+	mkdir "$TMP/empty"
+	run env THROTTLE_PROC="$TMP/empty" "$THROTTLE" acquire m --concurrency 1
+	[ "$status" -eq 1 ]
+}
+
+@test "an owner /proc does not show (hidepid) holds its slot, for acquire and run" {
+	needs_sqlite
+	needs_unshare
+	command -v setpriv >/dev/null || skip "needs setpriv (util-linux)"
+	unpriv "$TMP/u"
+	# two users of one group share a file; the second's /proc hides the
+	# first's processes, as hidepid=invisible (ProtectProc) does
+	chmod 2770 "$TMP/u"
+	chgrp 4242 "$TMP/u"
+	a=(setpriv --reuid=1234 --regid=4242 --groups=4242 --)
+	b=(setpriv --reuid=1235 --regid=4242 --groups=4242 --)
+	db=$TMP/u/s.db
+	"${a[@]}" "$UTHROTTLE" consume seed --limit 1/1h --db "$db"
+	chmod g+w "$db" "$db-wal" "$db-shm"
+	"${a[@]}" sleep 300 3>&- &
+	owner=$!
+	track "$owner"
+	"${a[@]}" "$UTHROTTLE" acquire j --concurrency 1 --owner "$owner" --ttl 0 --db "$db" >/dev/null
+	"${a[@]}" "$UTHROTTLE" run r --concurrency 1 --db "$db" -- sleep 300 3>&- &
+	wrapper=$!
+	track "$wrapper"
+	held() { "${a[@]}" "$UTHROTTLE" inspect r --db "$db" --format json 2>/dev/null | grep -q '"lease":'; }
+	wait_until held
+	hidden() {
+		unshare -m sh -c 'mount --make-rprivate / && mount -t proc -o hidepid=invisible proc /proc && exec "$@"' sh "${b[@]}" "$UTHROTTLE" --db "$db" "$@"
+	}
+	run --separate-stderr hidden acquire j --concurrency 1
+	[ "$status" -eq 1 ] || { echo "$status $output $stderr"; return 1; }
+	run --separate-stderr hidden run r --concurrency 1 -- echo ran
+	[ "$status" -eq 75 ] || { echo "$status $output $stderr"; return 1; }
+	[ "$output" = "" ]
+	run --separate-stderr hidden inspect j --format json
+	[[ "$output" == *'"owner":'"$owner"* ]] || { echo "$output"; return 1; }
+	# an owner that is gone is still told apart from one hidden
+	kill "$owner"
+	wait "$owner" 2>/dev/null || true
+	run --separate-stderr hidden acquire j --concurrency 1
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
 }
 
 @test "a stored lease or shed state out of range is refused, exit 3" {
