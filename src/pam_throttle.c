@@ -159,6 +159,24 @@ set_word(struct conf *cf, const char *w)
 	    eq ? eq + 1 : NULL);
 }
 
+/*
+ * Nonzero if db is a URL with a password: anything before an '@' in the
+ * part that names the server (redis://:PW@, redis://PW@, user:PW@), or a
+ * password= (or sentinel_password=) in its query.
+ */
+static int
+has_secret(const char *db)
+{
+	const char *p = strstr(db, "://"), *end;
+
+	if (p == NULL)
+		return 0;
+	p += 3;
+	end = p + strcspn(p, "/?");
+	return memchr(p, '@', (size_t)(end - p)) != NULL ||
+	    strstr(db, "password=") != NULL;
+}
+
 /* Read the config file: "name = value" or "name" lines, # comments. */
 static int
 read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
@@ -195,6 +213,22 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 		lineno++;
 		for (p = line; isspace((unsigned char)*p); p++)
 			;
+		/* a line longer than the buffer: its rest is no line of its
+		 * own (a long comment's tail must not set an option) */
+		if (strchr(line, '\n') == NULL && !feof(fp)) {
+			int ch;
+
+			while ((ch = getc(fp)) != EOF && ch != '\n')
+				;
+			if (*p != '#') {
+				pam_log(pamh, cf, LOG_ERR,
+				    "%s:%d: the line is longer than %d bytes; "
+				    "no option is that long",
+				    path, lineno, (int)sizeof(line) - 2);
+				fclose(fp);
+				return -1;
+			}
+		}
 		if (*p == '#') /* a comment: only a whole line (a password
 				* may hold '#') */
 			continue;
@@ -222,6 +256,15 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 		}
 	}
 	fclose(fp);
+	/* a Redis password in a file others may read: any local user could
+	 * reach the store with it and lift every lockout */
+	if (geteuid() == 0 && (sb.st_mode & 044) && has_secret(cf->db)) {
+		pam_log(pamh, cf, LOG_ERR,
+		    "%s holds a Redis password (db=) and others may read it "
+		    "(mode %04o); chmod 600 it",
+		    path, (unsigned)(sb.st_mode & 07777));
+		return -1;
+	}
 	return 0;
 }
 
@@ -339,6 +382,14 @@ configure(pam_handle_t *pamh, struct conf *cf, int argc, const char **argv,
 			pam_log(pamh, cf, LOG_ERR, "unknown option '%s'",
 			    argv[i]);
 			return -1;
+		} else if (strncmp(argv[i], "db=", 3) == 0 &&
+		    has_secret(argv[i] + 3)) {
+			pam_log(pamh, cf, LOG_ERR,
+			    "db= on the PAM line holds a Redis password, and "
+			    "every user may read the files of /etc/pam.d; put "
+			    "db= in %s, mode 0600",
+			    cf->conf[0] ? cf->conf : CONF_DEFAULT);
+			return -1;
 		}
 	if (*mode == NULL) {
 		pam_log(pamh, cf, LOG_ERR,
@@ -388,8 +439,10 @@ decide(const struct conf *cf, const char *cmd, const char *key, int with_limit,
 	int argc = 0, rc, i;
 
 	/* nothing from the environment, which may be the user's (su,
-	 * sudo): the store, the format and the clock are the module's */
+	 * sudo): the store, the format, the clock and the scheduling are
+	 * the module's */
 	clock_real_only();
+	slice_ignore_env();
 	argv[argc++] = "throttle";
 	argv[argc++] = "--db";
 	argv[argc++] = cf->db[0] != '\0' ? cf->db : DB_DEFAULT;
@@ -403,9 +456,13 @@ decide(const struct conf *cf, const char *cmd, const char *key, int with_limit,
 		argv[argc++] = "--limit";
 		argv[argc++] = cf->limit;
 	}
-	if (with_limit > 1) {
+	if (with_limit == 2) {
 		argv[argc++] = "--lockout";
 		argv[argc++] = cf->lockout;
+	}
+	if (with_limit == 3) { /* the key as it is: refused only if locked */
+		argv[argc++] = "--cost";
+		argv[argc++] = "0";
 	}
 	argv[argc] = NULL;
 	answer_init(&ans);
@@ -444,10 +501,16 @@ tell_user(pam_handle_t *pamh, const struct conf *cf, int flags, int64_t left,
 	    (long long)min, min == 1 ? "" : "s");
 }
 
-/* The keys of this attempt, each "" when it does not count. */
+/*
+ * The keys of this attempt, each "" when it does not count.  Root's own
+ * counts only with even_deny_root, but a success (reset) resets it
+ * whatever this line says: a preauth line with even_deny_root would
+ * otherwise charge root's successes, and lock root out after the limit's
+ * worth of them.
+ */
 static void
-keys(pam_handle_t *pamh, const struct conf *cf, const char *user, char *ukey,
-    char *hkey, size_t len, const char **rhost)
+keys(pam_handle_t *pamh, const struct conf *cf, const char *user, int reset,
+    char *ukey, char *hkey, size_t len, const char **rhost)
 {
 	const void *item = NULL;
 	struct passwd *pw;
@@ -468,7 +531,7 @@ keys(pam_handle_t *pamh, const struct conf *cf, const char *user, char *ukey,
 	if (*rhost != NULL)
 		snprintf(hkey, len, "rhost:%s", *rhost);
 	pw = pam_modutil_getpwnam(pamh, user);
-	if ((pw != NULL && pw->pw_uid == 0 && !cf->even_deny_root) ||
+	if ((pw != NULL && pw->pw_uid == 0 && !cf->even_deny_root && !reset) ||
 	    ignored(cf, user))
 		ukey[0] = '\0';
 	if (*rhost != NULL && ignored(cf, *rhost))
@@ -509,8 +572,32 @@ preauth(pam_handle_t *pamh, const struct conf *cf, int flags, const char *user,
     const char *ukey, const char *hkey, const char *rhost)
 {
 	char who[KEY_MAX * 2 + 64], msg[MSG_LEN];
-	int64_t left;
+	int64_t left, hleft;
 
+	/* a user locked out already is refused before the host is charged:
+	 * no password is tried, and parallel attempts, each holding a unit
+	 * of the host's until the user's refusal gives it back, would
+	 * otherwise fill the host's allowance and lock it out (a store
+	 * error here is met again, and handled, by the charges below) */
+	snprintf(who, sizeof(who), "user %s%s%s", user, rhost ? " from " : "",
+	    rhost ? rhost : "");
+	if (hkey[0] != '\0' && ukey[0] != '\0' &&
+	    decide(cf, "check", ukey, 3, &left, msg, sizeof(msg)) ==
+		EXIT_REFUSED) {
+		/* (a host locked out is told so, as ever, not of the user) */
+		int host = decide(cf, "check", hkey, 3, &hleft, msg,
+			       sizeof(msg)) == EXIT_REFUSED;
+
+		if (host)
+			snprintf(who, sizeof(who), "host %s (user %s)", rhost,
+			    user);
+		pam_log(pamh, cf, LOG_NOTICE,
+		    "%s is locked out; refused before the password check", who);
+		left = host ? hleft : left;
+		tell_user(pamh, cf, flags,
+		    left >= DURATION_MAX || left < 0 ? -1 : left, host);
+		return PAM_AUTH_ERR;
+	}
 	/* the host first: a host locked out is refused before it can
 	 * charge (and so lock out) the user it guesses at */
 	snprintf(who, sizeof(who), "host %s (user %s)", rhost ? rhost : "",
@@ -571,7 +658,8 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 		pam_log(pamh, &cf, LOG_ERR, "no usable user name");
 		return PAM_USER_UNKNOWN;
 	}
-	keys(pamh, &cf, user, ukey, hkey, sizeof(ukey), &rhost);
+	keys(pamh, &cf, user, strcmp(mode, "authsucc") == 0, ukey, hkey,
+	    sizeof(ukey), &rhost);
 	if (strcmp(mode, "preauth") == 0)
 		return preauth(pamh, &cf, flags, user, ukey, hkey, rhost);
 	if (strcmp(mode, "authfail") == 0) {

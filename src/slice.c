@@ -90,14 +90,27 @@ slice_set(struct sched_attr0 *a, uint64_t ns)
 #endif
 }
 
+static int env_ignored; /* slice_ignore_env(): THROTTLE_SLICE not read */
+
+/*
+ * From now on THROTTLE_SLICE is not read, and no slice is asked for: for
+ * the PAM module, whose environment may be the user's (su, sudo).
+ */
+void
+slice_ignore_env(void)
+{
+	env_ignored = 1;
+}
+
 /*
  * What THROTTLE_SLICE asks for: 1 the short slice (unset, empty or
- * "short"), 0 none ("default"), -1 a value it cannot be (*bad set).
+ * "short"), 0 none ("default", or the environment is not read), -1 a
+ * value it cannot be (*bad set).
  */
 int
 slice_wanted(const char **bad)
 {
-	const char *env = getenv("THROTTLE_SLICE");
+	const char *env = env_ignored ? "default" : getenv("THROTTLE_SLICE");
 
 	if (env == NULL || *env == '\0' || strcmp(env, "short") == 0)
 		return 1;

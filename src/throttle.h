@@ -748,6 +748,7 @@ int64_t shed_micro(int64_t);
 
 /* slice.c */
 int slice_wanted(const char **);
+void slice_ignore_env(void);
 void slice_short(void);
 void slice_default(void);
 

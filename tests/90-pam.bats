@@ -220,6 +220,47 @@ login() {
 	[ $((checked + refused)) -eq 30 ]
 }
 
+@test "pam: 60 parallel attempts on a user locked out never lock out the host" {
+	needs_pam
+	service 5/1h 1h
+	for n in $(seq 6); do "$THROTTLE" --db "$TMP/state.db" -q consume "login:$PAM_USER_NAME" --limit 5/1h --lockout 1h || true; done
+	pids=()
+	for n in $(seq 60); do
+		(login right-pass "$PAM_USER_NAME" 203.0.113.5 >/dev/null 2>&1 || true) &
+		pids+=($!)
+	done
+	track "${pids[@]}"
+	wait "${pids[@]}"
+	# no password was tried: the host was never charged, nor locked
+	run "$THROTTLE" check rhost:203.0.113.5 --limit 5/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 5 ] || { echo "$output"; return 1; }
+	# a host locked out is told so, not that the account is
+	syslog
+	for n in $(seq 6); do "$THROTTLE" --db "$TMP/state.db" -q consume rhost:203.0.113.6 --limit 5/1h --lockout 1h || true; done
+	login right-pass "$PAM_USER_NAME" 203.0.113.6 || true
+	syslog_wait "throttle-login: host 203.0.113.6 (user $PAM_USER_NAME) is locked out"
+}
+
+@test "pam: THROTTLE_LOGIN_ROOT=1 on the preauth line alone: root's successes still reset it" {
+	needs_pam
+	chmod 755 "$TMP"
+	env="/usr/bin/env THROTTLE_LOGIN_LIMIT=3/1h THROTTLE_DB=$TMP/state.db THROTTLE_BIN=$THROTTLE"
+	# pam_permit stands for root's right password
+	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+	auth [success=1 default=ignore] pam_exec.so quiet seteuid $env THROTTLE_LOGIN_ROOT=1 $GUARD preauth
+	auth requisite pam_deny.so
+	auth [success=2 default=ignore] pam_permit.so
+	auth optional pam_exec.so quiet seteuid $env $GUARD authfail
+	auth requisite pam_deny.so
+	auth optional pam_exec.so quiet seteuid $env $GUARD authsucc
+	EOF
+	for n in $(seq 6); do
+		run login x root
+		[ "$status" -eq 0 ] || { echo "login $n: $output"; return 1; }
+	done
+}
+
 @test "pam: messages reach syslog, as authpriv" {
 	needs_pam
 	service 1/1h 1h

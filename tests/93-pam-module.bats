@@ -224,6 +224,95 @@ login() {
 	[ "$(field remaining "$output")" = 2 ]
 }
 
+@test "pam module: 60 parallel attempts on a user locked out never lock out the host" {
+	needs_module
+	service "db=$TMP/state.db" limit=5/1h lockout=1h
+	for n in $(seq 6); do "$THROTTLE" --db "$TMP/state.db" -q consume "login:$PAM_USER_NAME" --limit 5/1h --lockout 1h || true; done
+	pids=()
+	for n in $(seq 60); do
+		(login right-pass "$PAM_USER_NAME" 203.0.113.5 >/dev/null 2>&1 || true) &
+		pids+=($!)
+	done
+	track "${pids[@]}"
+	wait "${pids[@]}"
+	# no password was tried: the host was never charged, nor locked
+	run "$THROTTLE" check rhost:203.0.113.5 --limit 5/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 5 ] || { echo "$output"; return 1; }
+	# a host locked out is told so, not that the account is
+	for n in $(seq 6); do "$THROTTLE" --db "$TMP/state.db" -q consume rhost:203.0.113.6 --limit 5/1h --lockout 1h || true; done
+	run login right-pass "$PAM_USER_NAME" 203.0.113.6
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"This host is locked out"* ]] || { echo "$output"; return 1; }
+}
+
+@test "pam module: even_deny_root on the preauth line alone: root's successes still reset it" {
+	needs_module
+	touch "$TMP/throttle.conf"
+	chmod 755 "$TMP"
+	# pam_permit stands for root's right password
+	cat >"/etc/pam.d/$PAM_SERVICE_NAME" <<-EOF
+	auth requisite $MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db preauth even_deny_root limit=3/1h
+	auth [success=1 default=bad] pam_permit.so
+	auth [default=die] $MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db authfail
+	auth sufficient $MODULE syslog=$TMP/log.sock conf=$TMP/throttle.conf db=$TMP/state.db authsucc
+	EOF
+	for n in $(seq 6); do
+		run login x root
+		[ "$status" -eq 0 ] || { echo "login $n: $output"; return 1; }
+	done
+}
+
+@test "pam module: THROTTLE_SLICE from the caller's environment is not read" {
+	needs_module
+	service "db=$TMP/state.db"
+	echo right-pass | THROTTLE_SLICE=bogus pamtester "$PAM_SERVICE_NAME" "$PAM_USER_NAME" authenticate
+}
+
+@test "pam module: a config line too long is refused, a long comment is one line" {
+	needs_module
+	echo "not a database" >"$TMP/bad.db"
+	service "db=$TMP/bad.db"
+	syslog
+	# a comment's tail past the buffer once set on_error=allow: the store
+	# error above then let this login in
+	python3 -c 'import sys; sys.stdout.write(("# old: db = redis://:" + "x" * 2000)[:1087] + "on_error=allow\n")' >"$TMP/throttle.conf" ||
+	    skip "needs python3"
+	run login right-pass
+	[ "$status" -ne 0 ]
+	syslog_wait "state.db: is not a throttle state file\|bad.db: is not a throttle state file"
+	# a long line that is no comment: a misconfiguration, not cut short
+	{ printf 'ignore = '; printf 'user%d, ' $(seq 300); echo; } >"$TMP/throttle.conf"
+	run login right-pass
+	[ "$status" -ne 0 ]
+	syslog_wait "throttle.conf:1: the line is longer than 1086 bytes"
+}
+
+@test "pam module: a Redis password others may read is refused (a 0644 config file, a PAM line)" {
+	needs_module
+	service "db=$TMP/state.db"
+	syslog
+	echo "db = redis://:secret@127.0.0.1:1/0" >"$TMP/throttle.conf"
+	chmod 644 "$TMP/throttle.conf"
+	run login right-pass
+	[ "$status" -ne 0 ]
+	syslog_wait "throttle.conf holds a Redis password (db=) and others may read it (mode 0644); chmod 600 it"
+	# readable by root alone, it is taken (the server is not there:
+	# fails closed as a store error, never as a misconfiguration)
+	chmod 600 "$TMP/throttle.conf"
+	: >"$TMP/syslog"
+	service
+	run login right-pass
+	[ "$status" -ne 0 ]
+	if grep -q "others may read it" "$TMP/syslog"; then return 1; fi
+	# on the PAM line, which every user may read
+	: >"$TMP/throttle.conf"
+	service "db=redis://127.0.0.1:1/0?password=secret"
+	run login right-pass
+	[ "$status" -ne 0 ]
+	syslog_wait "db= on the PAM line holds a Redis password, and every user may read the files of /etc/pam.d"
+}
+
 @test "pam module: 30 parallel wrong passwords, at most the limit checked" {
 	needs_module
 	service "db=$TMP/state.db" limit=5/1h lockout=1h
@@ -419,6 +508,8 @@ doc_service() {
 	conf=$(doc d89ab7e82f43)
 	service
 	printf '%s\n' "${conf//10.0.0.5:6379/127.0.0.1:$port}" >"$TMP/throttle.conf"
+	# mode 0600, as the page says: it holds the password
+	chmod 600 "$TMP/throttle.conf"
 	# the ignored network is never limited
 	for n in $(seq 12); do login wrong "$PAM_USER_NAME" 10.1.2.3 || true; done
 	run login right-pass "$PAM_USER_NAME" 10.1.2.3
