@@ -1078,7 +1078,10 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			st = ctx_store(c, &scratch);
 			answer_free(&scratch);
 		}
-		if (st != NULL && c->read_only)
+		/* a state file removed or moved aside while the batch ran:
+		 * the next group decides on what is at the path now (a new
+		 * file, as a single call would make), not on the old one */
+		if (st != NULL && (c->read_only || store_replaced(st)))
 			st = lazy_store(c, st, &g);
 		full = decide_group(c, st, &g, mem, &membuf, &state_failed);
 		if (full == -1) {

@@ -3109,6 +3109,24 @@ sq_waiting(void *p)
 	return held != F_UNLCK;
 }
 
+/*
+ * Nonzero if the state file open is no longer the one at its path: removed,
+ * moved aside (to start afresh, as the man page says) or replaced since a
+ * long-lived caller (batch) opened it.  Its decisions would go where no
+ * other call reads them.  Between transactions only.
+ */
+static int
+sq_replaced(void *p)
+{
+	const struct sq *sq = p;
+	struct stat sb;
+
+	if (sq->db == NULL || sq->missing || guard.dev == 0)
+		return 0;
+	return lstat(sq->path, &sb) == -1 || sb.st_dev != guard.dev ||
+	    sb.st_ino != guard.ino;
+}
+
 /* Nonzero if a reader found no file (or an empty one) at the path. */
 static int
 sq_missing(void *p)
@@ -3129,6 +3147,7 @@ const struct store_ops store_sqlite_ops = {
 	.group_end = sq_group_end,
 	.missing = sq_missing,
 	.waiting = sq_waiting,
+	.replaced = sq_replaced,
 	.get = sq_get,
 	.put = sq_put,
 	.del = sq_del,

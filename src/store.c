@@ -471,6 +471,13 @@ store_waiting(struct store *st)
 	return st->ops->waiting != NULL ? st->ops->waiting(st->impl) : -1;
 }
 
+/* Nonzero if the file the store has open is no longer at its path. */
+int
+store_replaced(struct store *st)
+{
+	return st->ops->replaced != NULL && st->ops->replaced(st->impl);
+}
+
 /* Nonzero if the last commit failed after it was sent: it may be kept. */
 int
 store_unsure(const struct store *st)

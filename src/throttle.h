@@ -850,6 +850,9 @@ struct store_ops {
 	/* 1 if another process waits for the lock this store's group holds,
 	 * 0 if none, -1 if it cannot tell; or NULL: cannot tell */
 	int (*waiting)(void *);
+	/* nonzero if the file open is no longer the one at its path
+	 * (removed, moved aside, replaced), between transactions; or NULL */
+	int (*replaced)(void *);
 	/* the first of n policies there is, in one round trip: fn(arg,
 	 * REC_POLICY, its name, ...) and 1, or 0 if none; NULL: one get()
 	 * per name */
@@ -880,6 +883,7 @@ int store_prefetch(struct store *, char *const *, const size_t *, int);
 int store_can_prefetch(const struct store *);
 int store_unsure(const struct store *);
 int store_waiting(struct store *);
+int store_replaced(struct store *);
 int store_load(struct store *, const char *, size_t, int, struct keyrec *);
 int store_trim(struct store *, const char *, size_t, int);
 int store_lockout_get(struct store *, const char *, size_t, struct lockout *);

@@ -298,6 +298,42 @@ load lib
 	[ "$status" -ne 0 ]
 }
 
+@test "batch: a state file removed or moved aside while it runs: the batch starts afresh with the others" {
+	needs_sqlite
+	coproc BATCH { THROTTLE_NOW=100 "$THROTTLE" batch 2>/dev/null; }
+	pid=$BATCH_PID
+	track "$pid"
+	ask() {
+		echo "$1" >&"${BATCH[1]}"
+		read -r -t 10 reply <&"${BATCH[0]}"
+	}
+	ask "consume k --limit 2/1h"
+	[ "$(field remaining "$reply")" = 1 ]
+	# removed, as the man page says starts afresh: a single call and the
+	# batch now share the new file, 2 in all
+	rm -f state.db state.db-wal state.db-shm
+	ask "consume k --limit 2/1h"
+	[ "$(field remaining "$reply")" = 1 ] || { echo "$reply"; return 1; }
+	run at 100 consume k --limit 2/1h
+	[ "$status" -eq 0 ]
+	ask "consume k --limit 2/1h"
+	[ "$(field allowed "$reply")" = false ] || { echo "$reply"; return 1; }
+	# moved aside with its files: the same
+	mv state.db old.db
+	mv state.db-wal old.db-wal
+	mv state.db-shm old.db-shm
+	run at 100 consume k --limit 2/1h
+	[ "$status" -eq 0 ]
+	ask "consume k --limit 2/1h"
+	[ "$(field remaining "$reply")" = 0 ] || { echo "$reply"; return 1; }
+	# a read of a key after the file is gone reads no file, makes none
+	rm -f state.db state.db-wal state.db-shm
+	ask "check k --limit 2/1h --cost 0"
+	[ "$(field remaining "$reply")" = 2 ] || { echo "$reply"; return 1; }
+	[ ! -e state.db ]
+	exec {BATCH[1]}>&-
+}
+
 @test "batch: fed without end, it lets single calls have the lock in time" {
 	# with input waiting, the batch takes it all into a group (up to
 	# 10000 requests) and holds the lock up to 50 ms while no one waits,
