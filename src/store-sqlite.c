@@ -1123,14 +1123,20 @@ guarded_open(const char *path, int flags, int mode)
 		    "mode %04o), who could lift its limits and lockouts; "
 		    "remove it if no throttle is running",
 		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777));
-	else if (geteuid() == 0 &&
-	    (sb.st_uid != guard.owner || (sb.st_mode & 022)))
+	else if (geteuid() == 0 && sb.st_uid != guard.owner)
 		return refuse_fd(fd, EACCES,
-		    "its %s file is owned by user %ld (mode %04o), not only "
-		    "by the state file's owner (%ld); as root throttle "
-		    "refuses to read it: remove it if no throttle is running",
+		    "its %s file is owned by user %ld (mode %04o), not by "
+		    "the state file's owner (%ld); as root throttle refuses "
+		    "to read it: chown it if you trust it, or remove it if "
+		    "no throttle is running (the decisions it holds are "
+		    "then lost)",
 		    suffix, (long)sb.st_uid, (unsigned)(sb.st_mode & 07777),
 		    (long)guard.owner);
+	else if (geteuid() == 0 && (sb.st_mode & 022))
+		return refuse_fd(fd, EACCES,
+		    "its %s file can be written by others (mode %04o); as "
+		    "root throttle refuses to read it: chmod go-w it",
+		    suffix, (unsigned)(sb.st_mode & 07777));
 	/* SQLite opens a -journal beside a file in WAL mode only to play it
 	 * back, before it reads the WAL.  Such a file keeps none (throttle's
 	 * own switches before it writes a page; an empty database it adopts
