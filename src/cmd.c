@@ -246,15 +246,20 @@ die_of(int sig)
 	raise(sig);
 }
 
-/* Parse the command line and environment, run the command. */
+/*
+ * Parse the command line and environment, run the command.  *decision is
+ * set nonzero if the command was a decision, whose exit status stays the
+ * decision's whatever becomes of its output.
+ */
 int
-cmd_main(int argc, char **argv)
+cmd_main(int argc, char **argv, int *decision)
 {
 	struct args a;
 	struct ctx c;
 	struct answer ans;
 	int rc;
 
+	*decision = 0;
 	args_init(&a);
 	switch (args_parse(argc, argv, cmd_table, &a)) {
 	case -1:
@@ -285,6 +290,7 @@ cmd_main(int argc, char **argv)
 			rc = help(&a);
 			break;
 		}
+		*decision = a.cmd->decides;
 		if (a.cmd->runs_long)
 			slice_default();
 		else

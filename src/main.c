@@ -26,7 +26,7 @@ int
 main(int argc, char **argv)
 {
 	static char errbuf[8192], outbuf[4096];
-	int rc;
+	int rc, decision;
 
 	/* stderr is unbuffered, and a message went out a byte or a piece at
 	 * a time: a line at a time, the messages of processes that share a
@@ -49,17 +49,22 @@ main(int argc, char **argv)
 	resolve_fork(1);
 #endif
 	slice_short();
-	rc = cmd_main(argc, argv);
+	rc = cmd_main(argc, argv, &decision);
 	/* if stdout cannot be written, say so (unless its reader simply
-	 * left), but keep the exit code: it is still the truth */
+	 * left); a decision keeps its exit code, as it is still the truth,
+	 * but a command whose answer is its output (inspect, verify, gc,
+	 * policy, help) did not do what was asked */
 	errno = 0;
 	if (fflush(stdout) == EOF || ferror(stdout)) {
 		/* a write that failed earlier, its reason kept */
 		if (errno == 0)
 			errno = output_failed();
-		if (!reader_left())
+		if (!reader_left()) {
 			log_msg("standard output: %s",
 			    errno != 0 ? strerror(errno) : "a write failed");
+			if (!decision && rc != EXIT_USAGE)
+				rc = EXIT_STATE;
+		}
 	}
 	return rc;
 }

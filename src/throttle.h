@@ -497,7 +497,7 @@ void args_options(void (*)(const char *, char, const char *, int, const char *,
 /* cmd.c */
 extern const struct cmd_entry *const cmd_table[];
 const struct cmd_entry *cmd_find(const char *);
-int cmd_main(int, char **);
+int cmd_main(int, char **, int *);
 int cmd_decide(int, char **, struct answer *);
 void cmd_answer(struct ctx *, struct args *, struct answer *);
 
