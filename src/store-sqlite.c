@@ -1322,7 +1322,7 @@ guard_why(struct sq *sq)
 
 static int sq_begin(void *, int);
 static int sq_commit(void *);
-static int sq_verify(void *, int);
+static int check_file(struct sq *, int, int);
 
 /*
  * Roll back whatever transaction is still open, keeping the message of the
@@ -2450,7 +2450,7 @@ verify(struct sq *sq, int write)
 	else if (!write)
 		return NEEDS_UPGRADE;
 	/* never carry a damaged file's records into a new schema */
-	if (sq_verify(sq, 1) == -1)
+	if (check_file(sq, 1, 0) == -1)
 		return -1;
 	for (i = (int)version; i < SCHEMA_VERSION; i++)
 		if (sqlite3_exec(sq->db, migrations[i], NULL, NULL, NULL) !=
@@ -2955,10 +2955,55 @@ done:
  * indexes' agreement with their tables), then of the -wal's frames
  * (wal_damaged()): 0 if all is well, else -1 and the first problems found.
  */
+/*
+ * What the schema holds beside throttle's one table, exactly as made
+ * (a trigger, a view, an index or a table someone added, or the table
+ * changed): named in found, and 1; 0 if nothing; -1 on an error (set, and
+ * found empty).  SQLite's own tables (sqlite_stat1, after an ANALYZE) are
+ * let be.
+ */
 static int
-sq_verify(void *p, int quick)
+foreign_objects(struct sq *sq, char *found, size_t len)
 {
-	struct sq *sq = p;
+	sqlite3_stmt *stmt;
+	const char *type, *name, *sql;
+	size_t n = 0;
+	int rc, r = 0;
+
+	found[0] = '\0';
+	if ((stmt = prep(sq, "SELECT type, name, sql FROM sqlite_schema",
+		 "reading the schema")) == NULL)
+		return -1;
+	while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+		type = (const char *)sqlite3_column_text(stmt, 0);
+		name = (const char *)sqlite3_column_text(stmt, 1);
+		sql = (const char *)sqlite3_column_text(stmt, 2);
+		if (type == NULL || name == NULL ||
+		    (strcmp(type, "table") == 0 && strcmp(name, "rec") == 0 &&
+			sql != NULL && strcmp(sql, CURRENT_SCHEMA) == 0) ||
+		    (strcmp(type, "table") == 0 &&
+			strncmp(name, "sqlite_", 7) == 0))
+			continue;
+		r = 1;
+		if (n + strlen(type) + strlen(name) + 8 < len)
+			n += (size_t)snprintf(found + n, len - n, "%s%s %s",
+			    n ? ", " : "", type, name);
+	}
+	if (rc != SQLITE_DONE) {
+		sql_err(sq, "reading the schema");
+		r = -1;
+		found[0] = '\0';
+	}
+	unprep(sq, stmt);
+	return r;
+}
+
+/* Check the file's pages (quick: less thoroughly), its -wal and, with
+ * schema, that its schema is throttle's one table (an older file's is
+ * not, before its upgrade). */
+static int
+check_file(struct sq *sq, int quick, int schema)
+{
 	sqlite3_stmt *stmt;
 	const char *t;
 	char found[600] = "";
@@ -3002,6 +3047,17 @@ sq_verify(void *p, int quick)
 		    quick ? "quick_check" : "integrity_check", found);
 		return -1;
 	}
+	if (schema && foreign_objects(sq, found, sizeof(found)) != 0) {
+		if (found[0] != '\0')
+			set_err(sq,
+			    "holds what throttle never makes (%s), which could "
+			    "change what its records say; it was left "
+			    "untouched: if you made it, drop it with the "
+			    "sqlite3 shell, else move the file aside, with its "
+			    "-wal and -shm files, to start afresh",
+			    found);
+		return -1;
+	}
 	if (wal_damaged(sq, &frame, &lost)) {
 		set_err(sq,
 		    "its -wal file is damaged at frame %ld: SQLite reads it "
@@ -3013,6 +3069,12 @@ sq_verify(void *p, int quick)
 		return -1;
 	}
 	return 0;
+}
+
+static int
+sq_verify(void *p, int quick)
+{
+	return check_file(p, quick, 1);
 }
 
 static int

@@ -1837,6 +1837,31 @@ wal_cycle() {
 	done
 }
 
+@test "verify and gc refuse a file holding a trigger, index or table throttle never makes" {
+	needs_sqlite
+	command -v sqlite3 >/dev/null || skip "needs the sqlite3 shell"
+	at 1 consume a --limit 1/1h
+	sqlite3 state.db 'ANALYZE' # SQLite's own sqlite_stat1 is let be
+	run at 1 verify
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	# a trigger that empties the table on each insert: every new key is
+	# then admitted without limit, and only verify can tell
+	for sql in "CREATE TRIGGER tr AFTER INSERT ON rec BEGIN DELETE FROM rec; END" \
+	    "CREATE INDEX ix ON rec(expires)" "CREATE TABLE notes(x)" "CREATE VIEW v AS SELECT 1"; do
+		rm -f bad.db*
+		sqlite3 state.db ".backup bad.db"
+		sqlite3 bad.db "$sql"
+		cp bad.db bad.orig
+		for cmd in verify gc; do
+			run --separate-stderr at 1 $cmd --db bad.db
+			[ "$status" -eq 3 ] || { echo "$sql $cmd: $status $stderr"; return 1; }
+			[[ "$stderr" == "throttle: bad.db: holds what throttle never makes ("*"), which could change what its records say; it was left untouched: if you made it, drop it with the sqlite3 shell, else move the file aside, with its -wal and -shm files, to start afresh" ]] || { echo "$stderr"; return 1; }
+			cmp bad.db bad.orig
+		done
+	done
+	[[ "$stderr" == *"(view v)"* ]]
+}
+
 @test "reset, release and renew on a state file that is not there make none, and say so" {
 	export THROTTLE_DB=$TMP/typo/state.db
 	run --separate-stderr "$THROTTLE" reset k
