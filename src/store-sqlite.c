@@ -532,6 +532,24 @@ sql_err(struct sq *sq, const char *what)
 		    "the file and its folder",
 		    sqlite3_errmsg(sq->db));
 		break;
+	case SQLITE_ERROR:
+		/* a file with throttle's id and schema version whose table
+		 * was dropped or changed: edited, not written by throttle */
+		if (strncmp(sqlite3_errmsg(sq->db), "no such table", 13) == 0 ||
+		    strncmp(sqlite3_errmsg(sq->db), "no such column", 14) ==
+			0 ||
+		    strstr(sqlite3_errmsg(sq->db), "has no column") != NULL) {
+			set_err(sq,
+			    "has throttle's application_id but not the table "
+			    "it "
+			    "keeps (%s): it was edited; it was left untouched: "
+			    "move it aside, with its -wal and -shm files, to "
+			    "start afresh",
+			    sqlite3_errmsg(sq->db));
+			break;
+		}
+		set_err(sq, "%s failed: %s", what, sqlite3_errmsg(sq->db));
+		break;
 	default:
 		set_err(sq, "%s failed: %s", what, sqlite3_errmsg(sq->db));
 		break;

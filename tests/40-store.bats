@@ -1837,7 +1837,7 @@ wal_cycle() {
 	done
 }
 
-@test "verify and gc refuse a file holding a trigger, index or table throttle never makes" {
+@test "verify and gc refuse a file holding a trigger, index or table throttle never makes; one without its table is named" {
 	needs_sqlite
 	command -v sqlite3 >/dev/null || skip "needs the sqlite3 shell"
 	at 1 consume a --limit 1/1h
@@ -1860,6 +1860,17 @@ wal_cycle() {
 		done
 	done
 	[[ "$stderr" == *"(view v)"* ]]
+	# its table dropped: said so, not SQLite's words alone
+	rm -f bad.db*
+	sqlite3 state.db ".backup bad.db"
+	sqlite3 bad.db "DROP TABLE rec"
+	cp bad.db bad.orig
+	for cmd in "consume a --limit 1/1h" "check a --limit 1/1h" inspect verify; do
+		run --separate-stderr at 1 $cmd --db bad.db
+		[ "$status" -eq 3 ] || { echo "$cmd: $status $stderr"; return 1; }
+		[ "$stderr" = "throttle: bad.db: has throttle's application_id but not the table it keeps (no such table: rec): it was edited; it was left untouched: move it aside, with its -wal and -shm files, to start afresh" ] || { echo "$stderr"; return 1; }
+		cmp bad.db bad.orig
+	done
 }
 
 @test "reset, release and renew on a state file that is not there make none, and say so" {
