@@ -699,12 +699,31 @@ not_a_folder(struct sq *sq)
 	set_err(sq, "cannot be checked: %s", strerror(ENOTDIR));
 }
 
+/*
+ * Remove the folders make_parents() made before it failed at dir (cut at
+ * its end), the first of them ending at first (NULL: none made): deepest
+ * first, each only if still empty.
+ */
+static void
+unmake_parents(char *dir, char *first)
+{
+	char *slash;
+
+	if (first == NULL)
+		return;
+	while ((slash = strrchr(dir, '/')) != NULL && slash >= first) {
+		*slash = '\0';
+		if (rmdir(dir) == -1)
+			return;
+	}
+}
+
 /* Create the folders above path that do not exist yet, mode 0700. */
 static int
 make_parents(struct sq *sq)
 {
 	char dir[PATH_MAX];
-	char *p;
+	char *p, *first = NULL;
 	struct stat sb;
 
 	snprintf(dir, sizeof(dir), "%s", sq->path);
@@ -721,18 +740,32 @@ make_parents(struct sq *sq)
 		if (*p != '/' && *p != '\0')
 			continue;
 		char c = *p;
+		int made;
 
 		*p = '\0';
-		if (mkdir(dir, 0700) == -1 && errno != EEXIST) {
-			set_err(sq,
-			    "cannot create the folder %s: %s; give --db a "
-			    "file in a folder you can write",
-			    dir, strerror(errno));
+		if (!(made = mkdir(dir, 0700) == 0) && errno != EEXIST) {
+			if (errno == ENAMETOOLONG)
+				set_err(sq,
+				    "cannot create the folder %s: its name is "
+				    "longer than the file system allows; give "
+				    "--db a path of shorter names",
+				    dir);
+			else
+				set_err(sq,
+				    "cannot create the folder %s: %s; give "
+				    "--db "
+				    "a file in a folder you can write",
+				    dir, strerror(errno));
+			unmake_parents(dir, first);
 			return -1;
 		}
+		if (made && first == NULL)
+			first =
+			    p; /* the first folder this call made ends here */
 		if (stat(dir, &sb) == -1 || !S_ISDIR(sb.st_mode)) {
 			set_err(sq, "cannot be created: %s is not a folder",
 			    dir);
+			unmake_parents(dir, first);
 			return -1;
 		}
 		if ((*p = c) == '\0')

@@ -25,6 +25,14 @@ unchanged() {
 	[ "$(sqlite3 "$TMP/a/b/c/state.db" 'PRAGMA page_size')" = 4096 ]
 }
 
+@test "a folder that cannot be made: named, with why, and the folders made before it removed" {
+	long=$(printf 'x%.0s' $(seq 300))
+	run --separate-stderr at 1 consume k --limit 1/1s --db "$TMP/new/a/$long/state.db"
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *": cannot create the folder $TMP/new/a/$long: its name is longer than the file system allows; give --db a path of shorter names" ]] || { echo "$stderr"; return 1; }
+	[ ! -e "$TMP/new" ]
+}
+
 @test "the default file: XDG_STATE_HOME, else ~/.local/state" {
 	unpriv "$TMP/u"
 	unset THROTTLE_DB
