@@ -84,10 +84,16 @@ shed_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		return;
 	}
 	if (a->utilization_auto && host_utilization(&sh.u, &source) == -1) {
+		const char *root = host_proc_root();
+
 		answer_usage(ans,
 		    "--utilization: auto could read a load from neither "
-		    "/proc/pressure/cpu nor /proc/loadavg (missing, or not "
-		    "in their format); give a number");
+		    "%s/pressure/cpu nor %s/loadavg (missing, or not in "
+		    "their format%s); give a number",
+		    root, root,
+		    strcmp(root, "/proc") != 0 ? "; THROTTLE_PROC names "
+						 "the folder"
+					       : "");
 		return;
 	}
 	if (txn_run(c, 1, shed_body, &sh, ans) == -1)

@@ -22,8 +22,9 @@
 
 #include "throttle.h"
 
-static const char *
-proc_root(void)
+/* Where /proc is read: THROTTLE_PROC, or /proc. */
+const char *
+host_proc_root(void)
 {
 	const char *r = getenv("THROTTLE_PROC");
 
@@ -38,7 +39,7 @@ read_proc(const char *rel, char *buf, size_t len)
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "%s/%s", proc_root(), rel);
+	snprintf(path, sizeof(path), "%s/%s", host_proc_root(), rel);
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return -1;
 	n = read(fd, buf, len - 1);
@@ -78,7 +79,7 @@ host_self(struct host *h)
 	 * is never taken for one whose owner is gone, by the host or by a
 	 * container with the same host name; the host's own name stays as
 	 * it was, so leases taken before this are still judged. */
-	snprintf(path, sizeof(path), "%s/self/ns/pid", proc_root());
+	snprintf(path, sizeof(path), "%s/self/ns/pid", host_proc_root());
 	if ((n = readlink(path, ns, sizeof(ns) - 1)) > 0) {
 		ns[n] = '\0';
 		len = strlen(h->name);
@@ -156,7 +157,7 @@ proc_stat(const char *pid, char *state, int64_t *pgrp, int64_t *start)
 static int
 hidden_from_proc(pid_t id)
 {
-	if (strcmp(proc_root(), "/proc") != 0)
+	if (strcmp(host_proc_root(), "/proc") != 0)
 		return 0;
 	return kill(id, 0) == 0 || errno == EPERM;
 }
@@ -179,7 +180,7 @@ group_state(int64_t pgid, int64_t start)
 	int seen = 0;
 	enum owner_state r = OWNER_DEAD;
 
-	snprintf(path, sizeof(path), "%s", proc_root());
+	snprintf(path, sizeof(path), "%s", host_proc_root());
 	if (pgid <= 0 || pgid > INT32_MAX)
 		return OWNER_DEAD;
 	/* a leader started after the job: its id was free, so the job's

@@ -564,6 +564,7 @@ struct host {
 int host_self(struct host *);
 int host_pid_start(int64_t, int64_t *);
 int host_group_alive(int64_t, int64_t);
+const char *host_proc_root(void);
 enum owner_state host_owner_state(const struct host *, const struct lease *);
 int host_new_id(char *, size_t);
 uint64_t host_random(void);

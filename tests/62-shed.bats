@@ -149,6 +149,8 @@ prob() {
 	rm fake/loadavg
 	run env THROTTLE_PROC="$TMP/fake" THROTTLE_NOW=1 "$THROTTLE" shed d --utilization auto
 	[ "$status" -eq 2 ]
+	# the files looked for are named where they were looked for
+	[ "$output" = "throttle: --utilization: auto could read a load from neither $TMP/fake/pressure/cpu nor $TMP/fake/loadavg (missing, or not in their format; THROTTLE_PROC names the folder); give a number" ]
 }
 
 @test "shed needs --utilization, a number or auto" {
