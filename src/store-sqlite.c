@@ -3002,11 +3002,6 @@ done:
 }
 
 /*
- * SQLite's check of every page (quick: quick_check, which skips the
- * indexes' agreement with their tables), then of the -wal's frames
- * (wal_damaged()): 0 if all is well, else -1 and the first problems found.
- */
-/*
  * What the schema holds beside throttle's one table, exactly as made
  * (a trigger, a view, an index or a table someone added, or the table
  * changed): named in found, and 1; 0 if nothing; -1 on an error (set, and
@@ -3049,9 +3044,13 @@ foreign_objects(struct sq *sq, char *found, size_t len)
 	return r;
 }
 
-/* Check the file's pages (quick: less thoroughly), its -wal and, with
- * schema, that its schema is throttle's one table (an older file's is
- * not, before its upgrade). */
+/*
+ * SQLite's check of every page (quick: quick_check, which skips the
+ * indexes' agreement with their tables), then, with schema, that the
+ * schema is throttle's one table (an older file's is not, before its
+ * upgrade: foreign_objects()), then the -wal's frames (wal_damaged()): 0
+ * if all is well, else -1 and the first problems found.
+ */
 static int
 check_file(struct sq *sq, int quick, int schema)
 {
