@@ -2936,25 +2936,53 @@ wal_frame_ok(const unsigned char *f, size_t page, int big, uint32_t s[2])
 	return 1;
 }
 
+#define WAL_PAGE_OK(p) ((p) >= 512 && (p) <= 65536 && ((p) & ((p)-1)) == 0)
+
+/*
+ * The commits among the frames from offset at on, each with salts salt,
+ * whose checksums follow one another from s[]: frames written whole, one
+ * after another, in one generation of the -wal.
+ */
+static long
+wal_chained_commits(int fd, off_t at, off_t size, unsigned char *f, size_t page,
+    int big, const unsigned char *salt, uint32_t s[2])
+{
+	size_t fsz = WAL_FRAME_HDR + page;
+	long commits = 0;
+
+	for (; at + (off_t)fsz <= size; at += (off_t)fsz) {
+		if (pread(fd, f, fsz, at) != (ssize_t)fsz ||
+		    memcmp(f + 8, salt, 8) != 0 ||
+		    !wal_frame_ok(f, page, big, s))
+			break;
+		if (be32(f + 4) != 0)
+			commits++;
+	}
+	return commits;
+}
+
 /*
  * Whether the -wal is damaged where SQLite reads it: SQLite stops at the
- * first frame whose checksum fails and ignores the rest, as after a power
- * cut.  A frame after it that carries the -wal's salts and whose checksum
- * follows from the failed frame's own (so it was written after that frame
- * whole) is no torn tail or stale leftover of an unfinished transaction:
- * the failed frame was changed since, and each such commit after it is a
- * transaction lost.  1 with *frame (1 the first) and *lost, else 0.
+ * first frame whose checksum fails, or that does not carry the header's
+ * salts, and ignores the rest, as after a power cut; and it ignores every
+ * frame of a -wal whose header fails its own checksum.  Frames after such
+ * a frame (or after the header) that carry the salts and whose checksums
+ * follow from its own checksum (so they were written after it whole) are
+ * no torn tail, stale leftover of an unfinished transaction or frames of
+ * an earlier generation of the -wal: it was changed since, and each
+ * commit among them is a transaction lost.  1 with *frame (1 the first, 0
+ * the header) and *lost, else 0.
  */
 static int
 wal_damaged(const struct sq *sq, long *frame, long *lost)
 {
 	char path[PATH_MAX + 8];
-	unsigned char h[WAL_HDR], *f = NULL;
-	uint32_t s[2] = { 0, 0 };
+	unsigned char h[WAL_HDR], *f = NULL, salt[8];
+	uint32_t s[2] = { 0, 0 }, t[2];
 	struct stat sb;
 	size_t page, fsz;
 	off_t at;
-	int fd, big, bad = 0;
+	int fd, big, magic_ok, b;
 	long i;
 
 	*frame = *lost = 0;
@@ -2963,37 +2991,65 @@ wal_damaged(const struct sq *sq, long *frame, long *lost)
 	    -1)
 		return 0;
 	if (fstat(fd, &sb) == -1 || !S_ISREG(sb.st_mode) ||
-	    pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h) ||
-	    (be32(h) & ~1u) != WAL_MAGIC)
+	    pread(fd, h, sizeof(h), 0) != (ssize_t)sizeof(h))
 		goto done;
+	magic_ok = (be32(h) & ~1u) == WAL_MAGIC;
 	big = (int)(be32(h) & 1);
 	page = be32(h + 8);
-	if (page < 512 || page > 65536 || (page & (page - 1)) != 0)
+	if (!WAL_PAGE_OK(page))
+		page = sq->page_size; /* a damaged header: the file's own */
+	if (!WAL_PAGE_OK(page))
 		goto done;
-	wal_sum(h, 24, big, s);
-	if (s[0] != be32(h + 24) || s[1] != be32(h + 28))
-		goto done; /* a header SQLite ignores: nothing to follow */
 	fsz = WAL_FRAME_HDR + page;
 	f = xmalloc(fsz);
+	if (magic_ok)
+		wal_sum(h, 24, big, s);
+	if (!magic_ok || s[0] != be32(h + 24) || s[1] != be32(h + 28) ||
+	    page != be32(h + 8)) {
+		/* a header SQLite ignores, and with it every frame: damaged
+		 * if the first frame follows from it (its checksum as stored,
+		 * or as the header's bytes give it), in either byte order, as
+		 * the magic number's bit that says which may be the damage */
+		if (pread(fd, f, fsz, WAL_HDR) != (ssize_t)fsz)
+			goto done;
+		memcpy(salt, f + 8, 8);
+		for (b = 0; b < 2 && *lost == 0; b++) {
+			t[0] = be32(h + 24);
+			t[1] = be32(h + 28);
+			*lost = wal_chained_commits(fd, WAL_HDR, sb.st_size, f,
+			    page, b, salt, t);
+			if (*lost == 0 && magic_ok && b == big) {
+				t[0] = s[0];
+				t[1] = s[1];
+				*lost = wal_chained_commits(fd, WAL_HDR,
+				    sb.st_size, f, page, b, salt, t);
+			}
+		}
+		goto done;
+	}
 	for (i = 0, at = WAL_HDR; at + (off_t)fsz <= sb.st_size;
 	     i++, at += (off_t)fsz) {
-		if (pread(fd, f, fsz, at) != (ssize_t)fsz ||
-		    memcmp(f + 8, h + 16, 8) != 0)
-			break; /* the end of this -wal's frames */
-		if (!bad && wal_frame_ok(f, page, big, s))
-			continue;
-		if (!bad) {
-			/* the first that fails: follow its own checksum */
-			bad = 1;
-			*frame = i + 1;
-			s[0] = be32(f + 16);
-			s[1] = be32(f + 20);
-			continue;
-		}
-		if (!wal_frame_ok(f, page, big, s))
+		if (pread(fd, f, fsz, at) != (ssize_t)fsz)
 			break;
-		if (be32(f + 4) != 0)
-			++*lost; /* a commit */
+		if (memcmp(f + 8, h + 16, 8) == 0 &&
+		    wal_frame_ok(f, page, big, s))
+			continue;
+		/* the first SQLite stops at (its checksum, or its salts):
+		 * follow its checksum, as stored or as its bytes give it (the
+		 * checksum itself changed), to the frames after it */
+		*frame = i + 1;
+		t[0] = s[0];
+		t[1] = s[1];
+		wal_sum(f, 8, big, t);
+		wal_sum(f + WAL_FRAME_HDR, page, big, t);
+		s[0] = be32(f + 16);
+		s[1] = be32(f + 20);
+		*lost = wal_chained_commits(fd, at + (off_t)fsz, sb.st_size, f,
+		    page, big, h + 16, s);
+		if (*lost == 0)
+			*lost = wal_chained_commits(fd, at + (off_t)fsz,
+			    sb.st_size, f, page, big, h + 16, t);
+		break;
 	}
 done:
 	free(f);
@@ -3108,7 +3164,17 @@ check_file(struct sq *sq, int quick, int schema)
 			    found);
 		return -1;
 	}
-	if (wal_damaged(sq, &frame, &lost)) {
+	if (wal_damaged(sq, &frame, &lost) && frame == 0) {
+		set_err(sq,
+		    "its -wal file's header is damaged: SQLite ignores the "
+		    "whole -wal, so the decisions of the %ld transactions in "
+		    "it are lost (the state file itself is sound, and the "
+		    "next decision starts the -wal anew); check the disk and "
+		    "memory",
+		    lost);
+		return -1;
+	}
+	if (lost > 0) {
 		set_err(sq,
 		    "its -wal file is damaged at frame %ld: SQLite reads it "
 		    "only up to there, so the decisions of that frame's "

@@ -1823,6 +1823,35 @@ wal_cycle() {
 	run at 7 verify --db s.db
 	[ "$status" -eq 0 ]
 	[[ "$output" == "s.db: ok, 5 keys"* ]]
+	# a byte of a frame's salts or checksum, where SQLite stops as well
+	# (offsets in the second frame's header)
+	for at in 8 12 16 20; do
+		cp wal.orig s.db-wal
+		rm -f s.db-shm
+		printf '\125' | dd of=s.db-wal bs=1 seek=$((32 + frame + at)) conv=notrunc 2>/dev/null
+		run --separate-stderr at 7 verify --db s.db
+		[ "$status" -eq 3 ] || { echo "frame header byte $at: $status $output"; return 1; }
+		[[ "$stderr" == "throttle: s.db: its -wal file is damaged at frame 2: "* ]] || { echo "$stderr"; return 1; }
+	done
+	# a byte of the -wal's header (its magic number, byte order, page
+	# size, salts or checksum): SQLite ignores the whole -wal
+	for at in 0 3 8 16 20 24 28; do
+		cp wal.orig s.db-wal
+		rm -f s.db-shm
+		printf '\125' | dd of=s.db-wal bs=1 seek=$at conv=notrunc 2>/dev/null
+		cp s.db-wal wal.bad
+		run --separate-stderr at 7 verify --db s.db
+		[ "$status" -eq 3 ] || { echo "header byte $at: $status $output"; return 1; }
+		[ "$stderr" = "throttle: s.db: its -wal file's header is damaged: SQLite ignores the whole -wal, so the decisions of the 6 transactions in it are lost (the state file itself is sound, and the next decision starts the -wal anew); check the disk and memory" ] || { echo "$stderr"; return 1; }
+		cmp s.db-wal wal.bad
+	done
+	# a -wal after a checkpoint restarted it: frames of the earlier
+	# generation past the new ones are no damage
+	cp wal.orig s.db-wal
+	rm -f s.db-shm
+	for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20; do at 8 consume "m$i" --limit 5/1h --db s.db; done
+	run at 8 verify --db s.db
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
 }
 
 @test "verify reads lockouts and shedders too: one a command cannot read is exit 3" {
