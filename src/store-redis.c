@@ -120,6 +120,7 @@ struct rs {
 	int64_t redir_until; /* monotonic: redirects are followed until */
 	int64_t slice; /* asking one of several nodes: its share of the time */
 	int redirs; /* redirects followed at commit, this decision */
+	int narrow; /* a group's keys were on two nodes: the next takes one */
 	int cluster_checked; /* redis://: the server said it is no cluster */
 	struct names *names; /* the keys this transaction listed, or NULL */
 	int qnode; /* the node of the policies' hash, for queued writes */
@@ -1532,9 +1533,11 @@ next_reply(struct rs *rs, redisReply **r, const char *what)
 	return -1;
 }
 
-/* The reply to an ASKING, which says nothing: 0, or -1 as next_reply(). */
+/* The reply to an ASKING, which says nothing unless it was refused (an
+ * ACL without it: NOPERM, a misconfiguration, which *ok set to -1 and the
+ * error tell): 0, or -1 as next_reply(). */
 static int
-skip_asking(struct rs *rs, const struct khash *h)
+skip_asking(struct rs *rs, const struct khash *h, int *ok)
 {
 	redisReply *r;
 
@@ -1542,6 +1545,8 @@ skip_asking(struct rs *rs, const struct khash *h)
 		return 0;
 	if (next_reply(rs, &r, "reading a key") == -1)
 		return -1;
+	if (*ok == 0 && bad_reply(rs, r, "asking the node a slot moves to"))
+		*ok = -1;
 	freeReplyObject(r);
 	return 0;
 }
@@ -1585,7 +1590,7 @@ take_read(struct rs *rs, struct khash *h, int *ok)
 		return -1;
 	}
 	if (h->watch) {
-		if (skip_asking(rs, h) == -1 ||
+		if (skip_asking(rs, h, ok) == -1 ||
 		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
 		if (*ok == 0 && bad_reply(rs, r, "reading a key"))
@@ -1599,7 +1604,7 @@ take_read(struct rs *rs, struct khash *h, int *ok)
 	for (i = 0; i < 5; i++) {
 		if (!(h->where & (1u << i)))
 			continue;
-		if (skip_asking(rs, h) == -1 ||
+		if (skip_asking(rs, h, ok) == -1 ||
 		    next_reply(rs, &r, "reading a key") == -1)
 			return -1;
 		if (i > 0 && r->type == REDIS_REPLY_ERROR &&
@@ -2420,8 +2425,14 @@ rs_commit(void *p)
 		 * changed: nothing was saved; read them again where they
 		 * are now */
 		unwatch(rs);
-		if (r == SPANS)
+		if (r == SPANS) {
 			rs->redirect = GO_WAIT;
+			/* one slot's keys split between two nodes (a slot
+			 * being moved, some keys there already): the group
+			 * again, with its first request alone, which is on
+			 * one node; the next group takes the rest */
+			rs->narrow = rs->kind == REDIS_CLUSTER;
+		}
 		/* counted over the decision's tries, so that a slot that
 		 * keeps moving is given up on at --lock-timeout */
 		rs->redir_until = rs->deadline;
@@ -2568,6 +2579,9 @@ rs_prefetch(void *p, char *const *keys, const size_t *lens, int n)
 	int i, j, first = rs->nh, ok = 0, slot, ks, kn, dead = 0;
 
 	if (rs->kind == REDIS_CLUSTER) {
+		if (rs->narrow && n > 1)
+			n = 1; /* see rs_commit() */
+		rs->narrow = 0;
 		/* a MULTI takes keys of one slot: so does a group */
 		slot = rs->nh > 0 ? (int)rs->h[0].slot : -1;
 		for (i = 0; i < n; i++) {
@@ -4099,7 +4113,9 @@ static void
 rescan_done(struct rs *rs)
 {
 	rs->scanning = 0;
-	if (rs->first_try != 0) {
+	/* (a batch group's tidy is the group's: its time is the group's,
+	 * or a group tried again would never reach --lock-timeout) */
+	if (rs->first_try != 0 && !rs->group) {
 		rs->first_try = clock_monotonic();
 		rs->deadline = rs->first_try + rs->lock_timeout;
 	}
