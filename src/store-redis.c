@@ -1111,31 +1111,45 @@ redirected(struct rs *rs, int *tries)
 /*
  * Run one command on the node of the Redis key rkey, following the
  * cluster's redirections and a Sentinel failover: its reply, or NULL with
- * the error set.  A slot on the move is waited out (no ASKING): this is
- * for the policies' hash, whose slot moves seldom.
+ * the error set.  This is for the policies' hash: a read of it follows an
+ * ASK (ASKING first, on the node the slot moves to), so decisions go on
+ * while its slot moves; a WATCH waits the move out.
  */
 static redisReply *
 run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
     int argc, const char **argv, const size_t *len)
 {
-	redisReply *r;
-	int n, tries = 0;
+	static const char *asking[] = { "ASKING" };
+	redisReply *r, *a;
+	int n, tries = 0, go, ask = -1;
+	/* a read follows an ASK; a WATCH (policy set and delete, whose
+	 * writes go where the slot's owner is) waits the move out */
+	int reads = strcasecmp(argv[0], "WATCH") != 0;
 
 	for (;;) {
 		rs->redirect = 0;
 		rs->wkey = rkey; /* a WRONGTYPE is of this key */
 		rs->wklen = rlen;
 		r = NULL;
-		if ((n = key_node(rs, rkey, rlen)) != -1 &&
-		    use_node(rs, n) != -1)
-			r = run(rs, what, argc, argv, len);
+		if ((n = ask >= 0 ? ask : key_node(rs, rkey, rlen)) != -1 &&
+		    use_node(rs, n) != -1) {
+			a = ask >= 0
+			    ? run(rs, "asking the node a slot moves to", 1,
+				  asking, NULL)
+			    : NULL;
+			if (ask < 0 || a != NULL)
+				r = run(rs, what, argc, argv, len);
+			if (a != NULL)
+				freeReplyObject(a);
+		}
 		rs->wkey = NULL;
 		if (r != NULL)
 			return r;
 		if (rs->unavailable && rs->redirect == 0)
 			rs->redirect = out_of_reach(rs);
-		if (redirected(rs, &tries) == -1)
+		if ((go = redirected(rs, &tries)) == -1)
 			return NULL;
+		ask = go == GO_ASK && reads ? rs->redir_node : -1;
 	}
 }
 

@@ -257,6 +257,40 @@ set_slot() {
 	set_slot "$s" "$from" "$to"
 }
 
+@test "cluster: while the policies' slot moves, their hash already moved (ASK), decisions go on" {
+	"$THROTTLE" policy set api --limit 2/1h
+	k="${PFX}policies"
+	s=$(redis-cli -p "$M1" cluster keyslot "$k")
+	from=$(owner "$s")
+	to=$M1
+	[ "$from" != "$M1" ] || to=$M2
+	redis-cli -p "$to" cluster setslot "$s" importing "$(id_of "$from")" >/dev/null
+	redis-cli -p "$from" cluster setslot "$s" migrating "$(id_of "$to")" >/dev/null
+	redis-cli -p "$from" migrate 127.0.0.1 "$to" "" 0 5000 keys "$k" >/dev/null
+	# a key with a policy, one with none, and the policies listed: each
+	# read where the hash is now, not waited out to --lock-timeout
+	for n in 1 2 3; do
+		run --separate-stderr timeout 20 "$THROTTLE" --lock-timeout 2s consume api --format json
+		[ "$n" -eq 3 ] || { [ "$status" -eq 0 ] || { echo "$n: $status $stderr"; return 1; }; }
+	done
+	[ "$status" -eq 1 ] || { echo "third: $status $stderr"; return 1; }
+	run --separate-stderr timeout 20 "$THROTTLE" --lock-timeout 2s consume other --limit 5/1h
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
+	run --separate-stderr timeout 20 "$THROTTLE" --lock-timeout 2s policy list
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
+	[[ "$output" == *api* ]]
+	run --separate-stderr timeout 20 "$THROTTLE" --lock-timeout 2s batch <<-EOF
+	consume api
+	consume other2 --limit 5/1h
+	EOF
+	[ "$status" -eq 0 ] || { echo "$status $output $stderr"; return 1; }
+	[[ "${lines[0]}" == *'"allowed":false'* ]] || { echo "$output"; return 1; }
+	[[ "${lines[1]}" == *'"allowed":true'* ]] || { echo "$output"; return 1; }
+	for p in "$M1" "$M2" "$M3"; do
+		redis-cli -p "$p" cluster setslot "$s" node "$(id_of "$to")" >/dev/null
+	done
+}
+
 @test "cluster: resharding while 8 processes consume: none over-admits, none hangs, every exit is 0, 1 or 3" {
 	# the key in the lowest slot among those m1 serves: redis-cli
 	# --cluster reshard moves a node's slots from its lowest
