@@ -978,13 +978,17 @@ refresh_slots(struct rs *rs)
 		    e->element[1]->type != REDIS_REPLY_INTEGER ||
 		    (m = e->element[2])->type != REDIS_REPLY_ARRAY ||
 		    m->elements < 2 ||
-		    m->element[0]->type != REDIS_REPLY_STRING ||
+		    (m->element[0]->type != REDIS_REPLY_STRING &&
+			m->element[0]->type != REDIS_REPLY_NIL) ||
 		    m->element[1]->type != REDIS_REPLY_INTEGER)
 			continue;
 		lo = (int)e->element[0]->integer;
 		hi = (int)e->element[1]->integer;
-		/* no host, or "?": the node that answered's */
-		node = m->element[0]->len == 0 ||
+		/* no host (NULL: cluster-preferred-endpoint-type
+		 * unknown-endpoint), an empty one, or "?": the node that
+		 * answered's, at the port given */
+		node = m->element[0]->type == REDIS_REPLY_NIL ||
+			m->element[0]->len == 0 ||
 			strcmp(m->element[0]->str, "?") == 0
 		    ? find_node(rs, rs->node[rs->cur].host,
 			  strlen(rs->node[rs->cur].host),

@@ -291,6 +291,27 @@ set_slot() {
 	done
 }
 
+@test "cluster: nodes that announce no endpoint (unknown-endpoint) are reached at the host asked" {
+	for p in "$M1" "$M2" "$M3"; do
+		redis-cli -p "$p" config set cluster-preferred-endpoint-type unknown-endpoint >/dev/null
+	done
+	keys=$(for p in "$M1" "$M2" "$M3"; do keys_on "$p" 1 e; done)
+	for k in $keys; do
+		run --separate-stderr "$THROTTLE" --lock-timeout 2s --on-error allow consume "$k" --limit 1/1h
+		[ "$status" -eq 0 ] || { echo "$k: $status $stderr"; break; }
+		run --separate-stderr "$THROTTLE" --lock-timeout 2s --on-error allow consume "$k" --limit 1/1h
+		[ "$status" -eq 1 ] || { echo "$k again: $status $stderr"; break; }
+	done
+	st=$status
+	run --separate-stderr "$THROTTLE" --lock-timeout 2s inspect --names
+	for p in "$M1" "$M2" "$M3"; do
+		redis-cli -p "$p" config set cluster-preferred-endpoint-type ip >/dev/null
+	done
+	[ "$st" -eq 1 ]
+	[ "$status" -eq 0 ] || { echo "$status $stderr"; return 1; }
+	[ "$(echo "$output" | wc -l)" -eq 3 ]
+}
+
 @test "cluster: resharding while 8 processes consume: none over-admits, none hangs, every exit is 0, 1 or 3" {
 	# the key in the lowest slot among those m1 serves: redis-cli
 	# --cluster reshard moves a node's slots from its lowest
