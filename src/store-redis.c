@@ -121,6 +121,9 @@ struct rs {
 	int64_t slice; /* asking one of several nodes: its share of the time */
 	int redirs; /* redirects followed at commit, this decision */
 	int narrow; /* a group's keys were on two nodes: the next takes one */
+	int why_at; /* where the reason starts in err, after the store */
+	int outage; /* err says why the node did not serve: keep it */
+	int64_t redir_from; /* monotonic: a keyed command's start, or 0 */
 	int cluster_checked; /* redis://: the server said it is no cluster */
 	struct names *names; /* the keys this transaction listed, or NULL */
 	int qnode; /* the node of the policies' hash, for queued writes */
@@ -179,6 +182,7 @@ set_err(struct rs *rs, const char *fmt, ...)
 		    rs->node[rs->cur].host, rs->node[rs->cur].port);
 	if (n < 0 || (size_t)n >= rs->errlen)
 		return;
+	rs->why_at = n;
 	va_start(ap, fmt);
 	vsnprintf(rs->err + n, rs->errlen - (size_t)n, fmt, ap);
 	va_end(ap);
@@ -1067,26 +1071,42 @@ redirected(struct rs *rs, int *tries)
 {
 	int go = rs->redirect;
 	int64_t now = clock_monotonic();
-	char t[32];
+	char t[32], why[300] = "";
 
 	rs->redirect = 0;
+	/* the node's own failure (no reply, refused), said with the end */
+	if (rs->outage && rs->why_at > 0 && (size_t)rs->why_at < rs->errlen)
+		snprintf(why, sizeof(why), "%s", rs->err + rs->why_at);
+	rs->outage = 0;
 	if (go == 0)
 		return -1;
 	if (++*tries == 1)
 		rs->redir_until = rs->first_try != 0 && !rs->scanning
 		    ? rs->deadline
-		    : now + rs->lock_timeout;
+		    : (rs->redir_from != 0 ? rs->redir_from : now) +
+			rs->lock_timeout;
 	/* a move or two is followed at once, even at --lock-timeout 0 */
 	if (now >= rs->redir_until && (go >= GO_WAIT || *tries > 3)) {
 		output_human(t, sizeof(t), rs->lock_timeout);
-		set_err(rs, "%s for %s (--lock-timeout); try again",
-		    go == GO_MASTER
-			? "Sentinel named no master that takes writes"
-			: rs->kind == REDIS_CLUSTER
-			? "the cluster kept moving the key's slot, or was "
-			  "down,"
-			: "the server kept losing the connection",
-		    t);
+		if (why[0] != '\0')
+			set_err(rs,
+			    "%s for %s (--lock-timeout); the last one asked: "
+			    "%s",
+			    go == GO_MASTER
+				? "Sentinel named no master that takes writes"
+				: rs->kind == REDIS_CLUSTER
+				? "no node of the cluster served the key's slot"
+				: "the server could not be reached",
+			    t, why);
+		else
+			set_err(rs, "%s for %s (--lock-timeout); try again",
+			    go == GO_MASTER
+				? "Sentinel named no master that takes writes"
+				: rs->kind == REDIS_CLUSTER
+				? "the cluster kept moving the key's slot, or "
+				  "was down,"
+				: "the server kept losing the connection",
+			    t);
 		rs->unavailable = 1;
 		return -1;
 	}
@@ -1130,6 +1150,9 @@ run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
 	 * writes go where the slot's owner is) waits the move out */
 	int reads = strcasecmp(argv[0], "WATCH") != 0;
 
+	/* a scan's command (policy list) has --lock-timeout from here, not
+	 * from its first redirect, which may come a whole timeout late */
+	rs->redir_from = clock_monotonic();
 	for (;;) {
 		rs->redirect = 0;
 		rs->wkey = rkey; /* a WRONGTYPE is of this key */
@@ -1147,12 +1170,17 @@ run_keyed(struct rs *rs, const char *rkey, size_t rlen, const char *what,
 				freeReplyObject(a);
 		}
 		rs->wkey = NULL;
-		if (r != NULL)
+		if (r != NULL) {
+			rs->redir_from = 0;
 			return r;
+		}
+		rs->outage = rs->unavailable;
 		if (rs->unavailable && rs->redirect == 0)
 			rs->redirect = out_of_reach(rs);
-		if ((go = redirected(rs, &tries)) == -1)
+		if ((go = redirected(rs, &tries)) == -1) {
+			rs->redir_from = 0;
 			return NULL;
+		}
 		ask = go == GO_ASK && reads ? rs->redir_node : -1;
 	}
 }
@@ -1685,6 +1713,7 @@ read_key(struct rs *rs, const char *key, size_t keylen, int watch, int decision,
 	int tries = 0, go, ask = -1;
 
 	while (read_key_once(rs, key, keylen, watch, decision, h, ask) == -1) {
+		rs->outage = rs->unavailable;
 		if (rs->unavailable && rs->redirect == 0)
 			rs->redirect = out_of_reach(rs);
 		if ((go = redirected(rs, &tries)) == -1)

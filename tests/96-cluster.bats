@@ -530,7 +530,7 @@ while True:
 	# without a signal the call waits out its lock timeout, then says so
 	run --separate-stderr "$THROTTLE" --db "redis+cluster://127.0.0.1:$port" --lock-timeout 300ms consume k --limit 1/1s
 	[ "$status" -eq 3 ]
-	[[ "$stderr" == *"or was down, for 0.3s (--lock-timeout)"* ]] || { echo "$stderr"; return 1; }
+	[[ "$stderr" == *"no node of the cluster served the key's slot for 0.3s (--lock-timeout); the last one asked: "*"CLUSTERDOWN The cluster is down" ]] || { echo "$stderr"; return 1; }
 	# SIGTERM a second in, with 60 seconds of lock timeout left: the call
 	# ends then, killed by the signal, as a call that does not nap is
 	"$THROTTLE" --db "redis+cluster://127.0.0.1:$port" --lock-timeout 60s consume k --limit 1/1s 2>/dev/null 3>&- &
