@@ -1013,7 +1013,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 	size_t memlen = 0;
 	FILE *mem;
 	long lineno = 0;
-	int full, state_failed = 0, out_of_reach = 0;
+	int full, state_failed = 0, out_of_reach = 0, tried = 0;
 
 	/* THROTTLE_FORMAT, for single calls (shell, to eval), does not
 	 * apply: only a --format given to batch itself is refused */
@@ -1034,6 +1034,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 		 * request must not be left with none.  A server out of
 		 * reach is tried again for each group. */
 		out_of_reach = c->open_unavailable && store_is_remote(c->db);
+		tried = 1; /* for the first group: not again at once */
 		answer_free(ans);
 		answer_init(ans);
 	}
@@ -1067,9 +1068,11 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 				add_line(&g, &r, line, lineno);
 		if (g.nl == 0)
 			continue;
-		if (st == NULL && out_of_reach) {
+		if (st == NULL && out_of_reach && !tried) {
 			/* a server out of reach when the batch began: try it
-			 * again for each group, as a store opened is */
+			 * again for each group, as a store opened is (but the
+			 * first, for which it was just tried: one
+			 * --lock-timeout a group) */
 			struct answer scratch;
 
 			answer_init(&scratch);
@@ -1078,6 +1081,7 @@ batch_exec(struct ctx *c, const struct args *a, struct answer *ans)
 			st = ctx_store(c, &scratch);
 			answer_free(&scratch);
 		}
+		tried = 0;
 		/* a state file removed or moved aside while the batch ran:
 		 * the next group decides on what is at the path now (a new
 		 * file, as a single call would make), not on the old one */

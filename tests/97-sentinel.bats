@@ -120,9 +120,16 @@ in_sync() {
 	s=$(date +%s%N)
 	run "$THROTTLE" --db "redis+sentinel://127.0.0.1:$S1,127.0.0.1:$S2/mymaster?prefix=$PFX" --lock-timeout 3s consume hung --limit 1/1s
 	took=$((($(date +%s%N) - s) / 1000000))
+	# a batch whose sentinel hangs: its first group waits the lock
+	# timeout once (the open's), not once more for itself
+	s=$(date +%s%N)
+	run2=$(printf 'consume hung2 --limit 1/1s\n' | "$THROTTLE" --db "redis+sentinel://127.0.0.1:$S1/mymaster?prefix=$PFX" --lock-timeout 1s batch 2>/dev/null) || true
+	took2=$((($(date +%s%N) - s) / 1000000))
 	kill -CONT "$(cat "$FLEET/s1/pid")"
 	[ "$status" -eq 0 ]
 	[ "$took" -lt 2500 ] || { echo "took $took ms"; return 1; }
+	[[ "$run2" == *'"exit":3'* ]] || { echo "$run2"; return 1; }
+	[ "$took2" -lt 1800 ] || { echo "batch took $took2 ms"; return 1; }
 	# a data node given as a sentinel, a sentinel as a server: told so
 	run --separate-stderr "$THROTTLE" --db "redis+sentinel://127.0.0.1:$(master)/mymaster" --on-error allow consume k --limit 1/1s
 	[ "$status" -eq 3 ]
