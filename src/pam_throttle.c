@@ -13,15 +13,16 @@
  *	   decision (throttle consume --limit L --lockout D), so parallel
  *	   attempts never pass more than the limit.  Refused: PAM_AUTH_ERR,
  *	   a line in syslog, and "locked, N minutes left" to the user unless
- *	   silent.  The host is charged first, so a host locked out never
- *	   charges (nor locks out) the user it guesses at; a user refused
- *	   gives the host its unit back (no password was tried), so a user
- *	   locked out by someone anywhere never locks out the host they
- *	   retry from.
+ *	   silent.  A user locked out already is refused before the host
+ *	   is charged; otherwise the host is charged first, so a host
+ *	   locked out never charges (nor locks out) the user it guesses at;
+ *	   a user refused gives the host its unit back (no password was
+ *	   tried), so a user locked out by someone anywhere never locks out
+ *	   the host they retry from.
  *	2. authfail logs the failure and returns PAM_AUTH_ERR; the attempt
  *	   was charged at preauth.
- *	3. authsucc resets the user (lockout and all) and gives the host its
- *	   unit back: PAM_SUCCESS.
+ *	3. authsucc resets the user (lockout and all; root when preauth
+ *	   charged it) and gives the host its unit back: PAM_SUCCESS.
  *	4. Root is exempt unless even_deny_root; users, hosts and IPv4
  *	   networks on ignore= never count.
  *	5. A store error fails closed (PAM_AUTH_ERR) unless on_error=allow.
@@ -167,14 +168,18 @@ set_word(struct conf *cf, const char *w)
 static int
 has_secret(const char *db)
 {
-	const char *p = strstr(db, "://"), *end;
+	const char *p = strstr(db, "://"), *end, *q;
 
 	if (p == NULL)
 		return 0;
 	p += 3;
-	end = p + strcspn(p, "/?");
-	return memchr(p, '@', (size_t)(end - p)) != NULL ||
-	    strstr(db, "password=") != NULL;
+	/* the login ends at the last '@' before the query, as the URL is
+	 * read (a password may hold '/' and '@' as they are) */
+	end = p + strcspn(p, "?");
+	for (q = p; q < end; q++)
+		if (*q == '@')
+			return 1;
+	return strstr(db, "password=") != NULL;
 }
 
 /* Read the config file: "name = value" or "name" lines, # comments. */
@@ -257,14 +262,16 @@ read_conf(pam_handle_t *pamh, struct conf *cf, const char *path, int must)
 	}
 	fclose(fp);
 	/* a Redis password in a file others may read: any local user could
-	 * reach the store with it and lift every lockout */
-	if (geteuid() == 0 && (sb.st_mode & 044) && has_secret(cf->db)) {
+	 * reach the store with it and lift every lockout.  Said at each
+	 * attempt, not refused: the man page's example once left the file
+	 * 0644, and refusing would lock every user but root out of a host
+	 * upgraded as it stood */
+	if (geteuid() == 0 && (sb.st_mode & 044) && has_secret(cf->db))
 		pam_log(pamh, cf, LOG_ERR,
 		    "%s holds a Redis password (db=) and others may read it "
-		    "(mode %04o); chmod 600 it",
+		    "(mode %04o), who could lift every lockout with it; chmod "
+		    "600 it",
 		    path, (unsigned)(sb.st_mode & 07777));
-		return -1;
-	}
 	return 0;
 }
 
@@ -383,14 +390,14 @@ configure(pam_handle_t *pamh, struct conf *cf, int argc, const char **argv,
 			    argv[i]);
 			return -1;
 		} else if (strncmp(argv[i], "db=", 3) == 0 &&
-		    has_secret(argv[i] + 3)) {
+		    has_secret(argv[i] + 3))
+			/* said, not refused: see read_conf() */
 			pam_log(pamh, cf, LOG_ERR,
 			    "db= on the PAM line holds a Redis password, and "
-			    "every user may read the files of /etc/pam.d; put "
-			    "db= in %s, mode 0600",
+			    "every user may read the files of /etc/pam.d, and "
+			    "lift every lockout with it; put db= in %s, mode "
+			    "0600",
 			    cf->conf[0] ? cf->conf : CONF_DEFAULT);
-			return -1;
-		}
 	if (*mode == NULL) {
 		pam_log(pamh, cf, LOG_ERR,
 		    "no mode: give preauth, authfail or authsucc");
@@ -503,10 +510,10 @@ tell_user(pam_handle_t *pamh, const struct conf *cf, int flags, int64_t left,
 
 /*
  * The keys of this attempt, each "" when it does not count.  Root's own
- * counts only with even_deny_root, but a success (reset) resets it
- * whatever this line says: a preauth line with even_deny_root would
- * otherwise charge root's successes, and lock root out after the limit's
- * worth of them.
+ * counts only with even_deny_root, but a success resets it (reset) when
+ * preauth charged it, whatever this line says: a preauth line with
+ * even_deny_root would otherwise charge root's successes, and lock root
+ * out after the limit's worth of them.
  */
 static void
 keys(pam_handle_t *pamh, const struct conf *cf, const char *user, int reset,
@@ -623,12 +630,16 @@ preauth(pam_handle_t *pamh, const struct conf *cf, int flags, const char *user,
 }
 
 #define EXPORT __attribute__((visibility("default")))
+#define ROOT_CHARGED "pam_throttle_root_charged" /* pam_set_data() */
 
 EXPORT PAM_EXTERN int
 pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 {
+	static const int root_charged = 1;
 	char ukey[KEY_MAX + 16], hkey[KEY_MAX + 16], msg[MSG_LEN];
 	const char *user = NULL, *rhost, *mode;
+	const void *data = NULL;
+	struct passwd *pw;
 	struct conf cf;
 	int64_t left;
 	int bad = 0;
@@ -636,8 +647,6 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 	if (configure(pamh, &cf, argc, argv, &mode) == -1) {
 		/* misconfigured: fail closed, but never lock root out of
 		 * the console it would fix the file from */
-		struct passwd *pw;
-
 		int i;
 
 		if (pam_get_user(pamh, &user, NULL) != PAM_SUCCESS ||
@@ -658,10 +667,20 @@ pam_sm_authenticate(pam_handle_t *pamh, int flags, int argc, const char **argv)
 		pam_log(pamh, &cf, LOG_ERR, "no usable user name");
 		return PAM_USER_UNKNOWN;
 	}
-	keys(pamh, &cf, user, strcmp(mode, "authsucc") == 0, ukey, hkey,
-	    sizeof(ukey), &rhost);
-	if (strcmp(mode, "preauth") == 0)
+	keys(pamh, &cf, user,
+	    strcmp(mode, "authsucc") == 0 &&
+		pam_get_data(pamh, ROOT_CHARGED, &data) == PAM_SUCCESS &&
+		data != NULL,
+	    ukey, hkey, sizeof(ukey), &rhost);
+	if (strcmp(mode, "preauth") == 0) {
+		/* root's key charged (even_deny_root on this line): the
+		 * success resets it whatever its own line says */
+		if (ukey[0] != '\0' &&
+		    (pw = pam_modutil_getpwnam(pamh, user)) && pw->pw_uid == 0)
+			pam_set_data(pamh, ROOT_CHARGED, (void *)&root_charged,
+			    NULL);
 		return preauth(pamh, &cf, flags, user, ukey, hkey, rhost);
+	}
 	if (strcmp(mode, "authfail") == 0) {
 		pam_log(pamh, &cf, LOG_NOTICE,
 		    "authentication failure for user %s%s%s", user,

@@ -768,6 +768,7 @@ use_node(struct rs *rs, int i)
 		return 0;
 	if (rs->group && rs->stalled != NULL) {
 		snprintf(rs->err, rs->errlen, "%s", rs->stalled);
+		rs->why_at = 0; /* (not set_err()'s: no reason to take) */
 		rs->unavailable = 1;
 		return -1;
 	}
