@@ -3070,7 +3070,7 @@ foreign_objects(struct sq *sq, char *found, size_t len)
 	sqlite3_stmt *stmt;
 	const char *type, *name, *sql;
 	size_t n = 0;
-	int rc, r = 0;
+	int rc, r = 0, more = 0;
 
 	found[0] = '\0';
 	if ((stmt = prep(sq, "SELECT type, name, sql FROM sqlite_schema",
@@ -3086,10 +3086,16 @@ foreign_objects(struct sq *sq, char *found, size_t len)
 		    (strcmp(type, "table") == 0 &&
 			strncmp(name, "sqlite_", 7) == 0))
 			continue;
+		/* each named, cut to 80 bytes, as long as there is room */
+		if (n + strlen(type) + 100 < len)
+			n += (size_t)snprintf(found + n, len - n,
+			    "%s%s %.80s%s", r ? ", " : "", type, name,
+			    strlen(name) > 80 ? "..." : "");
+		else if (!more && n + 8 < len) {
+			n += (size_t)snprintf(found + n, len - n, ", more");
+			more = 1;
+		}
 		r = 1;
-		if (n + strlen(type) + strlen(name) + 8 < len)
-			n += (size_t)snprintf(found + n, len - n, "%s%s %s",
-			    n ? ", " : "", type, name);
 	}
 	if (rc != SQLITE_DONE) {
 		sql_err(sq, "reading the schema");
@@ -3168,9 +3174,9 @@ check_file(struct sq *sq, int quick, int schema)
 		set_err(sq,
 		    "its -wal file's header is damaged: SQLite ignores the "
 		    "whole -wal, so the decisions of the %ld transactions in "
-		    "it are lost (the state file itself is sound, and the "
-		    "next decision starts the -wal anew); check the disk and "
-		    "memory",
+		    "it are lost, but for those a checkpoint had copied into "
+		    "the state file (which is itself sound; the next decision "
+		    "starts the -wal anew); check the disk and memory",
 		    lost);
 		return -1;
 	}
@@ -3178,9 +3184,10 @@ check_file(struct sq *sq, int quick, int schema)
 		set_err(sq,
 		    "its -wal file is damaged at frame %ld: SQLite reads it "
 		    "only up to there, so the decisions of that frame's "
-		    "transaction and of the %ld written after it are lost "
-		    "(the state file itself is sound, and the next decision "
-		    "writes over the damage); check the disk and memory",
+		    "transaction and of the %ld written after it are lost, "
+		    "but for those a checkpoint had copied into the state "
+		    "file (which is itself sound; the next decision writes "
+		    "over the damage); check the disk and memory",
 		    frame, lost);
 		return -1;
 	}
