@@ -305,3 +305,30 @@ let_go() {
 	exec 7>&-
 	sleep 0.2
 }
+
+# locked_user_spares_host: with a login guard at 5/1h, lockout 1h, on
+# $TMP/state.db (the file's own `login PASSWORD USER RHOST`): a user locked
+# out is refused before its host is charged, by 60 attempts at once and,
+# told apart without a race, by one from a host whose allowance is used up
+locked_user_spares_host() {
+	local n pids
+	for n in $(seq 6); do "$THROTTLE" --db "$TMP/state.db" -q consume "login:$PAM_USER_NAME" --limit 5/1h --lockout 1h || true; done
+	pids=()
+	for n in $(seq 60); do
+		(login right-pass "$PAM_USER_NAME" 203.0.113.5 >/dev/null 2>&1 || true) &
+		pids+=($!)
+	done
+	track "${pids[@]}"
+	wait "${pids[@]}"
+	# no password was tried: the host was never charged, nor locked
+	run "$THROTTLE" check rhost:203.0.113.5 --limit 5/1h --cost 0 --db "$TMP/state.db" --format json
+	[ "$status" -eq 0 ] || { echo "$output"; return 1; }
+	[ "$(field remaining "$output")" = 5 ] || { echo "$output"; return 1; }
+	# the same, told apart without a race: a host with its allowance
+	# used up (not locked) and an attempt on the locked user is refused
+	# for the user, not charged to (and so locking out) the host
+	for n in $(seq 5); do "$THROTTLE" --db "$TMP/state.db" -q consume rhost:203.0.113.7 --limit 5/1h --lockout 1h; done
+	login right-pass "$PAM_USER_NAME" 203.0.113.7 >/dev/null 2>&1 || true
+	run "$THROTTLE" inspect rhost:203.0.113.7 --locked --db "$TMP/state.db"
+	[ "$status" -eq 1 ] || { echo "the host was locked out: $output"; return 1; }
+}
