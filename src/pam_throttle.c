@@ -161,25 +161,23 @@ set_word(struct conf *cf, const char *w)
 }
 
 /*
- * Nonzero if db is a URL with a password: anything before an '@' in the
- * part that names the server (redis://:PW@, redis://PW@, user:PW@), or a
- * password= (or sentinel_password=) in its query.
+ * Nonzero if db is a Redis URL with a password (the server's or
+ * Sentinel's), read as the store reads it.  A URL it cannot read is refused
+ * as such when it is used.
  */
 static int
 has_secret(const char *db)
 {
-	const char *p = strstr(db, "://"), *end, *q;
+#ifdef THROTTLE_REDIS
+	struct redis_url u;
+	const char *why;
 
-	if (p == NULL)
-		return 0;
-	p += 3;
-	/* the login ends at the last '@' before the query, as the URL is
-	 * read (a password may hold '/' and '@' as they are) */
-	end = p + strcspn(p, "?");
-	for (q = p; q < end; q++)
-		if (*q == '@')
-			return 1;
-	return strstr(db, "password=") != NULL;
+	return store_redis_parse(db, &u, &why) == 0 &&
+	    (u.password[0] != '\0' || u.sentinel_password[0] != '\0');
+#else
+	(void)db;
+	return 0; /* no Redis store: db= is a file */
+#endif
 }
 
 /* Read the config file: "name = value" or "name" lines, # comments. */
