@@ -541,10 +541,9 @@ sql_err(struct sq *sq, const char *what)
 		    strstr(sqlite3_errmsg(sq->db), "has no column") != NULL) {
 			set_err(sq,
 			    "has throttle's application_id but not the table "
-			    "it "
-			    "keeps (%s): it was edited; it was left untouched: "
-			    "move it aside, with its -wal and -shm files, to "
-			    "start afresh",
+			    "it keeps (%s): it was edited; it was left "
+			    "untouched: move it aside, with its -wal and -shm "
+			    "files, to start afresh",
 			    sqlite3_errmsg(sq->db));
 			break;
 		}
@@ -753,8 +752,7 @@ make_parents(struct sq *sq)
 			else
 				set_err(sq,
 				    "cannot create the folder %s: %s; give "
-				    "--db "
-				    "a file in a folder you can write",
+				    "--db a file in a folder you can write",
 				    dir, strerror(errno));
 			unmake_parents(dir, first);
 			return -1;
